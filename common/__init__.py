@@ -1,0 +1,1 @@
+"""Shared kernel of AtomMem: settings, models, store, embeddings, memory construction, retrieval."""

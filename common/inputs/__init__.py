@@ -1,0 +1,1 @@
+"""Readers for the input formats: AtomMem session JSON, LoCoMo conversations, pre-extracted facts."""

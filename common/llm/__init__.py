@@ -1,0 +1,1 @@
+"""LLM backends behind one interface: `rules` (offline), later OpenAI-compatible and vLLM."""

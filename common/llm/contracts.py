@@ -1,0 +1,111 @@
+"""The structured inputs and outputs of every LLM stage, shared by all backends."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from common.models.memory import FactTime, TimeRange
+from common.models.session import Turn
+
+
+class ExtractionWindow(BaseModel):
+    """Turns to extract facts from, with the preceding turns as context."""
+
+    session_id: str
+    started_at: datetime
+    participants: list[str]
+    context: list[Turn] = Field(default_factory=list)
+    turns: list[Turn]
+
+
+class ExtractedFact(BaseModel):
+    text: str = Field(min_length=1)
+    turn_ids: list[str] = Field(min_length=1)
+
+
+class FactMetadata(BaseModel):
+    participants: list[str]
+    keywords: list[str]
+    event_time: TimeRange | None = None
+    profile_worthy: bool = False
+
+
+class FactView(BaseModel):
+    """What a stage sees of a stored or incoming fact."""
+
+    id: str
+    text: str
+    participants: list[str]
+    keywords: list[str]
+    time: FactTime
+    score: float | None = Field(default=None, description="S_h against the fact being placed.")
+
+
+class FactUpdate(BaseModel):
+    fact_id: str
+    text: str = Field(min_length=1)
+
+
+class VerifyDecision(BaseModel):
+    """Store the new fact (possibly reduced to its residual) and/or update existing ones."""
+
+    store: bool = True
+    residual: str | None = None
+    updates: list[FactUpdate] = Field(default_factory=list)
+
+
+class EventSummary(BaseModel):
+    summary: str = Field(min_length=1)
+    keywords: list[str]
+
+
+class ProfileCandidate(BaseModel):
+    person: str
+    content: str
+    keywords: list[str]
+    fact_id: str
+    valid_from: datetime
+
+
+class ProfileView(BaseModel):
+    id: str
+    person: str
+    content: str
+    keywords: list[str]
+    t_from: datetime
+    score: float
+
+
+ProfileAction = Literal["redundant", "update_current", "modify_history", "create"]
+
+
+class ProfileDecision(BaseModel):
+    action: ProfileAction
+    profile_id: str | None = None
+    content: str | None = None
+
+
+AnswerStyle = Literal["factual", "temporal", "open"]
+
+
+class QueryIntent(BaseModel):
+    needs_profile: bool = False
+    participants: list[str] = Field(default_factory=list)
+    keywords: list[str] = Field(default_factory=list)
+    time_range: TimeRange | None = None
+    style: AnswerStyle = "factual"
+
+
+class EvidenceItem(BaseModel):
+    fact_id: str
+    text: str
+    score: float
+    time: FactTime | None = None
+
+
+class Answer(BaseModel):
+    text: str
+    fact_ids: list[str]

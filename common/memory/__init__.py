@@ -1,0 +1,1 @@
+"""Memory construction: verification, event consolidation, temporal profiles (plain functions)."""

@@ -1,0 +1,89 @@
+"""A change set: every record a commit touched, written to the store in one plan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from pydantic import BaseModel
+
+from common.models.memory import Event, Fact, Profile
+from common.models.plan import Plan, PlannedPoint
+from common.store.qdrant import Kind, Point, QdrantStore
+
+
+class CommitStats(BaseModel):
+    """Counts a job reports for one session."""
+
+    turns: int = 0
+    facts_in: int = 0
+    facts_stored: int = 0
+    duplicates_dropped: int = 0
+    updates: int = 0
+    events_created: int = 0
+    events_touched: int = 0
+    profile_changes: int = 0
+    llm_calls: int = 0
+    llm_calls_skipped: int = 0
+
+    def add(self, other: CommitStats) -> None:
+        for name in type(self).model_fields:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+def apply_plan(store: QdrantStore, plan: Plan) -> None:
+    """Upsert every planned point, kind by kind."""
+    for kind in (Kind.FACTS, Kind.EVENTS, Kind.PROFILES):
+        points = [
+            Point(
+                id=p.id,
+                payload=p.payload,
+                vector=np.asarray(p.vector, dtype=np.float32) if p.vector is not None else None,
+            )
+            for p in plan.points
+            if p.kind == kind.value
+        ]
+        if points:
+            store.upsert(kind, points)
+
+
+@dataclass
+class Changes:
+    """Records touched by a commit, with their current vectors."""
+
+    facts: dict[str, Fact] = field(default_factory=dict)
+    events: dict[str, Event] = field(default_factory=dict)
+    profiles: dict[str, Profile] = field(default_factory=dict)
+    vectors: dict[tuple[Kind, str], np.ndarray] = field(default_factory=dict)
+
+    def fact(self, fact: Fact, vector: np.ndarray) -> None:
+        self.facts[fact.id] = fact
+        self.vectors[(Kind.FACTS, fact.id)] = vector
+
+    def event(self, event: Event, vector: np.ndarray) -> None:
+        self.events[event.id] = event
+        self.vectors[(Kind.EVENTS, event.id)] = vector
+
+    def profile(self, profile: Profile, vector: np.ndarray) -> None:
+        self.profiles[profile.id] = profile
+        self.vectors[(Kind.PROFILES, profile.id)] = vector
+
+    def plan(self) -> Plan:
+        points: list[PlannedPoint] = []
+        groups: list[tuple[Kind, dict[str, Fact] | dict[str, Event] | dict[str, Profile]]] = [
+            (Kind.FACTS, self.facts),
+            (Kind.EVENTS, self.events),
+            (Kind.PROFILES, self.profiles),
+        ]
+        for kind, records in groups:
+            for record_id, record in records.items():
+                vector = self.vectors[(kind, record_id)]
+                points.append(
+                    PlannedPoint(
+                        kind=kind.value,
+                        id=record_id,
+                        payload=record.model_dump(mode="json"),
+                        vector=vector.astype(float).tolist(),
+                    )
+                )
+        return Plan(points=points)

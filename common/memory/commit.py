@@ -1,0 +1,116 @@
+"""Committing a session to a space: verification and events, then the profile batch.
+
+Each stage computes its changes in memory, records them as a plan on the session record,
+applies the plan, then marks the stage done; a stage interrupted after recording its plan
+is finished by re-applying that plan, so a crash never leaves half a session behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from common.memory.changes import Changes, CommitStats, apply_plan
+from common.memory.context import MemoryContext
+from common.memory.events import refresh_events, route_event
+from common.memory.profiles import run_profile_batch
+from common.memory.verify import place_fact
+from common.models.drafts import DraftFact
+from common.models.memory import Fact, FactSource, FactTime
+from common.models.session import SessionRecord, SessionStatus
+from common.store import records
+from common.store.space_index import SpaceIndex
+
+
+def _to_fact(index: SpaceIndex, record: SessionRecord, draft: DraftFact) -> Fact:
+    return Fact(
+        id=draft.id,
+        tenant=index.tenant,
+        space=index.space,
+        text=draft.text,
+        participants=draft.participants,
+        keywords=draft.keywords,
+        time=FactTime(event=draft.event_time, session=record.session.started_at),
+        source=FactSource(
+            session_id=record.session.session_id,
+            session_seq=record.seq,
+            turn_ids=draft.turn_ids,
+            positions=draft.positions,
+        ),
+        profile_pending=draft.profile_worthy,
+    )
+
+
+def _run_stage(
+    ctx: MemoryContext,
+    record: SessionRecord,
+    running: SessionStatus,
+    finished: SessionStatus,
+    build: Callable[[SpaceIndex, Changes, CommitStats], None],
+) -> CommitStats:
+    """Compute a stage's changes, record the plan, apply it, mark the stage finished."""
+    index = ctx.index(record.tenant, record.space)
+    changes = Changes()
+    stats = CommitStats()
+    try:
+        build(index, changes, stats)
+        plan = changes.plan()
+        records.put_session(ctx.store, record.model_copy(update={"status": running, "plan": plan}))
+        apply_plan(ctx.store, plan)
+    except BaseException:
+        # The in-memory index may hold half a stage; reload it from the store next time.
+        ctx.indexes.drop(record.tenant, record.space)
+        raise
+    merged = dict(record.stats)
+    for name, value in stats.model_dump().items():
+        merged[name] = merged.get(name, 0) + value
+    done = record.model_copy(update={"status": finished, "plan": None, "stats": merged})
+    records.put_session(ctx.store, done)
+    record.status, record.plan, record.stats = finished, None, merged
+    index.version += 1
+    return stats
+
+
+def commit_facts(ctx: MemoryContext, record: SessionRecord, drafts: list[DraftFact]) -> CommitStats:
+    """Verify each draft against the space, store it, and route it into events."""
+
+    def build(index: SpaceIndex, changes: Changes, stats: CommitStats) -> None:
+        stats.turns = len(record.session.turns)
+        stats.facts_in = len(drafts)
+        touched: set[str] = set()
+        for draft in drafts:
+            if draft.id in index.facts:
+                continue  # committed by an earlier run of this stage
+            vector = np.asarray(draft.vector, dtype=np.float32)
+            fact = place_fact(ctx, index, _to_fact(index, record, draft), vector, changes, stats)
+            if fact is None:
+                continue
+            index.put_fact(fact, vector)
+            changes.fact(fact, vector)
+            stats.facts_stored += 1
+            touched |= route_event(ctx, index, index.facts.get(fact.id), vector, changes, stats)
+        refresh_events(ctx, index, touched, changes, stats)
+
+    return _run_stage(ctx, record, "committing", "committed", build)
+
+
+def profile_batch(ctx: MemoryContext, record: SessionRecord) -> CommitStats:
+    """The end-of-session profile batch over the space's pending candidates."""
+
+    def build(index: SpaceIndex, changes: Changes, stats: CommitStats) -> None:
+        run_profile_batch(ctx, index, changes, stats)
+
+    return _run_stage(ctx, record, "profiling", "done", build)
+
+
+def resume(ctx: MemoryContext, record: SessionRecord) -> SessionRecord:
+    """Finish a stage whose plan was recorded but perhaps not fully applied."""
+    if record.plan is None:
+        return record
+    apply_plan(ctx.store, record.plan)
+    ctx.indexes.drop(record.tenant, record.space)
+    finished: SessionStatus = "committed" if record.status == "committing" else "done"
+    done = record.model_copy(update={"status": finished, "plan": None})
+    records.put_session(ctx.store, done)
+    return done

@@ -1,0 +1,132 @@
+"""Event consolidation (Algorithm 1): a new fact stands alone, pairs with facts, or joins events."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from common.llm.contracts import EventSummary
+from common.memory.changes import Changes, CommitStats
+from common.memory.context import MemoryContext
+from common.memory.verify import view
+from common.models import ids
+from common.models.memory import Event, Fact, TimeRange
+from common.store.space_index import SpaceIndex
+
+
+def _span(a: TimeRange | None, b: TimeRange) -> TimeRange:
+    return b if a is None else a.union(b)
+
+
+def _merged(names: list[str], more: list[str]) -> list[str]:
+    return names + [n for n in more if n not in names]
+
+
+def _link(index: SpaceIndex, event: Event, fact: Fact, changes: Changes) -> Event:
+    """Add `fact` to `event` and the event to the fact, in the index and the change set."""
+    if fact.id not in event.fact_ids:
+        event = event.model_copy(
+            update={
+                "fact_ids": [*event.fact_ids, fact.id],
+                "participants": _merged(event.participants, fact.participants),
+                "time_span": _span(event.time_span, fact.time.effective()),
+            }
+        )
+    if event.id not in fact.event_ids:
+        fact = fact.model_copy(update={"event_ids": [*fact.event_ids, event.id]})
+        vector = index.facts.vector(fact.id).copy()
+        index.put_fact(fact, vector)
+        changes.fact(fact, vector)
+    return event
+
+
+def route_event(
+    ctx: MemoryContext,
+    index: SpaceIndex,
+    fact: Fact,
+    vector: np.ndarray,
+    changes: Changes,
+    stats: CommitStats,
+) -> set[str]:
+    """Place a stored fact into events; return the ids of the events it created or changed."""
+    mask = index.facts.mask(fact.participants)
+    similar = index.facts.hybrid(
+        vector,
+        fact.keywords,
+        ctx.settings.similarity,
+        mask,
+        k=ctx.settings.memory.event_candidate_top_k,
+        exclude={fact.id},
+    )
+    if not similar:
+        stats.llm_calls_skipped += 1
+        return set()  # no candidate: the fact stands alone
+    stats.llm_calls += 1
+    picked = set(
+        ctx.backend.link_event(view(fact), [view(index.facts.get(s.id), s.score) for s in similar])
+    )
+    selected = [s.id for s in similar if s.id in picked]
+    if not selected:
+        return set()  # candidates, none about the same happening: stands alone
+
+    event_ids: list[str] = []
+    for fid in selected:
+        event_ids.extend(e for e in index.facts.get(fid).event_ids if e not in event_ids)
+    event_ids = [e for e in event_ids if e in index.events]
+
+    if not event_ids:
+        # Pair: a new event from the new fact and the selected standalone facts.
+        event = Event(
+            id=ids.event_id(index.tenant, index.space, fact.id),
+            tenant=index.tenant,
+            space=index.space,
+            summary=fact.text,
+            fact_ids=[],
+            participants=[],
+            keywords=list(fact.keywords),
+        )
+        for member_id in [fact.id, *selected]:
+            event = _link(index, event, index.facts.get(member_id), changes)
+        index.put_event(event, vector.copy())
+        stats.events_created += 1
+        return {event.id}
+
+    # Absorb: the fact joins every event of its selected facts; selected facts that stand
+    # alone join the first of those events with it.
+    loners = [fid for fid in selected if not index.facts.get(fid).event_ids]
+    for n, eid in enumerate(event_ids):
+        event = _link(index, index.events.get(eid), index.facts.get(fact.id), changes)
+        if n == 0:
+            for fid in loners:
+                event = _link(index, event, index.facts.get(fid), changes)
+        index.put_event(event, index.events.vector(eid).copy())
+    return set(event_ids)
+
+
+def refresh_events(
+    ctx: MemoryContext,
+    index: SpaceIndex,
+    event_ids: set[str],
+    changes: Changes,
+    stats: CommitStats,
+) -> None:
+    """Re-summarise changed events and embed their summaries in one batch."""
+    if not event_ids:
+        return
+    ordered = sorted(event_ids)
+    events: list[Event] = []
+    for eid in ordered:
+        event = index.events.get(eid)
+        members = [view(index.facts.get(fid)) for fid in event.fact_ids if fid in index.facts]
+        previous = None
+        if len(members) > 2:
+            previous = EventSummary(summary=event.summary, keywords=event.keywords)
+        stats.llm_calls += 1
+        summary = ctx.backend.summarize_event(members, previous)
+        events.append(
+            event.model_copy(update={"summary": summary.summary, "keywords": summary.keywords})
+        )
+    vectors = ctx.embedder.encode([e.summary for e in events])
+    for event, vec in zip(events, vectors, strict=True):
+        index.put_event(event, vec)
+        changes.event(event, vec)
+    stats.events_touched += len(events)

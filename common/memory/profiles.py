@@ -1,0 +1,173 @@
+"""The end-of-session profile batch (§3.3): temporal profiles with validity intervals."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+import numpy as np
+
+from common.llm.contracts import ProfileCandidate, ProfileDecision, ProfileView
+from common.memory.changes import Changes, CommitStats
+from common.memory.context import MemoryContext
+from common.memory.verify import view
+from common.models import ids
+from common.models.memory import Profile, ProfileVersion
+from common.store.space_index import SpaceIndex
+
+
+def _add_evidence(profile: Profile, fact_id: str) -> Profile:
+    if fact_id in profile.evidence_fact_ids:
+        return profile
+    return profile.model_copy(update={"evidence_fact_ids": [*profile.evidence_fact_ids, fact_id]})
+
+
+def update_current(profile: Profile, cand: ProfileCandidate, content: str) -> Profile:
+    """The trait changed from `cand.valid_from` on: the current state moves into history."""
+    day = max(cand.valid_from.date(), profile.t_from)
+    old = ProfileVersion(
+        content=profile.content,
+        keywords=profile.keywords,
+        evidence_fact_ids=profile.evidence_fact_ids,
+        t_from=profile.t_from,
+        t_to=day,
+    )
+    return profile.model_copy(
+        update={
+            "content": content,
+            "keywords": cand.keywords,
+            "evidence_fact_ids": [cand.fact_id],
+            "t_from": day,
+            "history": [*profile.history, old],
+        }
+    )
+
+
+def modify_history(profile: Profile, cand: ProfileCandidate, content: str) -> Profile:
+    """A state that held before the current one: split or prepend a historical version."""
+    day = cand.valid_from.date()
+    new = ProfileVersion(
+        content=content,
+        keywords=cand.keywords,
+        evidence_fact_ids=[cand.fact_id],
+        t_from=day,
+        t_to=profile.t_from,
+    )
+    history: list[ProfileVersion] = []
+    placed = False
+    for version in profile.history:
+        if not placed and version.t_from <= day < version.t_to:
+            if version.t_from < day:
+                history.append(version.model_copy(update={"t_to": day}))
+            history.append(new.model_copy(update={"t_to": version.t_to}))
+            placed = True
+        else:
+            history.append(version)
+    if not placed:
+        earliest = min([v.t_from for v in profile.history] + [profile.t_from])
+        history.append(new.model_copy(update={"t_to": earliest}))
+    history.sort(key=lambda v: (v.t_from, v.t_to))
+    return profile.model_copy(update={"history": history})
+
+
+def _create(index: SpaceIndex, cand: ProfileCandidate, content: str) -> Profile:
+    return Profile(
+        id=ids.profile_id(index.tenant, index.space, cand.person, cand.fact_id),
+        tenant=index.tenant,
+        space=index.space,
+        person=cand.person,
+        content=content,
+        keywords=cand.keywords,
+        evidence_fact_ids=[cand.fact_id],
+        t_from=cand.valid_from.date(),
+    )
+
+
+def run_profile_batch(
+    ctx: MemoryContext, index: SpaceIndex, changes: Changes, stats: CommitStats
+) -> None:
+    """Turn every pending profile candidate of the space into profile changes."""
+    cfg = ctx.settings.memory
+    pending = [f for f in index.facts.items() if f.profile_pending]
+    if not pending:
+        stats.llm_calls_skipped += 1
+        return
+    stats.llm_calls += 1
+    candidates = ctx.backend.profile_candidates([view(f) for f in pending])
+    vectors = ctx.embedder.encode([c.content for c in candidates])
+    for cand, vector in zip(candidates, vectors, strict=True):
+        mask = index.profiles.mask([cand.person])
+        ranked = index.profiles.hybrid(
+            vector, cand.keywords, ctx.settings.similarity, mask, k=cfg.profile_top_k
+        )
+        decision: ProfileDecision
+        if ranked and ranked[0].cosine > cfg.profile_duplicate_threshold:
+            stats.llm_calls_skipped += 1
+            decision = ProfileDecision(action="redundant", profile_id=ranked[0].id)
+        elif not ranked or ranked[0].score < cfg.profile_min_score:
+            stats.llm_calls_skipped += 1
+            decision = ProfileDecision(action="create", content=cand.content)
+        else:
+            stats.llm_calls += 1
+            views = [
+                ProfileView(
+                    id=r.id,
+                    person=index.profiles.get(r.id).person,
+                    content=index.profiles.get(r.id).content,
+                    keywords=index.profiles.get(r.id).keywords,
+                    t_from=_midnight(index.profiles.get(r.id).t_from),
+                    score=r.score,
+                )
+                for r in ranked
+            ]
+            decision = ctx.backend.update_profile(cand, views)
+        _apply(ctx, index, cand, vector, decision, changes, stats)
+    for fact in pending:
+        cleared = fact.model_copy(update={"profile_pending": False})
+        vec = index.facts.vector(fact.id).copy()
+        index.put_fact(cleared, vec)
+        changes.fact(cleared, vec)
+
+
+def _midnight(day: date) -> datetime:
+    return datetime.combine(day, datetime.min.time())
+
+
+def _apply(
+    ctx: MemoryContext,
+    index: SpaceIndex,
+    cand: ProfileCandidate,
+    vector: np.ndarray,
+    decision: ProfileDecision,
+    changes: Changes,
+    stats: CommitStats,
+) -> None:
+    content = (decision.content or cand.content).strip() or cand.content
+    target = (
+        index.profiles.get(decision.profile_id)
+        if decision.profile_id and decision.profile_id in index.profiles
+        else None
+    )
+    if decision.action != "create" and target is None:
+        decision = ProfileDecision(action="create", content=content)
+    if decision.action == "redundant":
+        assert target is not None
+        profile = _add_evidence(target, cand.fact_id)
+        if profile is target:
+            return
+        new_vector = index.profiles.vector(profile.id).copy()
+    elif decision.action == "update_current":
+        assert target is not None
+        profile = update_current(target, cand, content)
+        stats.profile_changes += 1
+        new_vector = vector if content == cand.content else ctx.embedder.encode([content])[0]
+    elif decision.action == "modify_history":
+        assert target is not None
+        profile = modify_history(target, cand, content)
+        stats.profile_changes += 1
+        new_vector = index.profiles.vector(profile.id).copy()
+    else:
+        profile = _create(index, cand, content)
+        stats.profile_changes += 1
+        new_vector = vector if content == cand.content else ctx.embedder.encode([content])[0]
+    index.put_profile(profile, new_vector)
+    changes.profile(profile, new_vector)

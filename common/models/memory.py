@@ -1,0 +1,128 @@
+"""Memory records: atomic facts, events and temporal profiles (DESIGN §3)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+from pydantic import BaseModel, Field, model_validator
+
+
+class TimeRange(BaseModel):
+    """An inclusive interval of days; a single day has start == end."""
+
+    start: date
+    end: date
+
+    @model_validator(mode="after")
+    def _ordered(self) -> TimeRange:
+        if self.end < self.start:
+            raise ValueError(f"time range ends ({self.end}) before it starts ({self.start})")
+        return self
+
+    def overlaps(self, other: TimeRange) -> bool:
+        return self.start <= other.end and other.start <= self.end
+
+    def union(self, other: TimeRange) -> TimeRange:
+        return TimeRange(start=min(self.start, other.start), end=max(self.end, other.end))
+
+
+class FactTime(BaseModel):
+    """When a fact happened (anchored, may be unknown) and when it was said."""
+
+    event: TimeRange | None = None
+    session: datetime
+
+    def effective(self) -> TimeRange:
+        """The event interval if known, else the session day."""
+        if self.event is not None:
+            return self.event
+        day = self.session.date()
+        return TimeRange(start=day, end=day)
+
+
+class FactSource(BaseModel):
+    """Provenance: the session and turns a fact was drawn from."""
+
+    session_id: str
+    session_seq: int
+    turn_ids: list[str]
+    positions: list[int]
+
+
+class FactRevision(BaseModel):
+    """A previous state of a fact that a verified update replaced."""
+
+    text: str
+    keywords: list[str]
+    time: FactTime
+    replaced_by_session: str
+    replaced_with_fact: str
+
+
+class Fact(BaseModel):
+    """One atomic, self-contained, third-person statement."""
+
+    id: str
+    tenant: str
+    space: str
+    text: str
+    participants: list[str]
+    keywords: list[str]
+    time: FactTime
+    event_ids: list[str] = Field(default_factory=list)
+    source: FactSource
+    also_from: list[FactSource] = Field(default_factory=list)
+    profile_pending: bool = False
+    history: list[FactRevision] = Field(default_factory=list)
+
+    def all_turn_ids(self) -> list[str]:
+        ids = list(self.source.turn_ids)
+        for extra in self.also_from:
+            ids.extend(t for t in extra.turn_ids if t not in ids)
+        return ids
+
+
+class Event(BaseModel):
+    """A cluster of facts about one happening (Algorithm 1)."""
+
+    id: str
+    tenant: str
+    space: str
+    summary: str
+    fact_ids: list[str]
+    participants: list[str]
+    keywords: list[str]
+    time_span: TimeRange | None = None
+
+
+class ProfileVersion(BaseModel):
+    """A state of a profile that held during [t_from, t_to)."""
+
+    content: str
+    keywords: list[str]
+    evidence_fact_ids: list[str]
+    t_from: date
+    t_to: date
+
+
+class Profile(BaseModel):
+    """A lasting trait of one person, with its earlier versions."""
+
+    id: str
+    tenant: str
+    space: str
+    person: str
+    content: str
+    keywords: list[str]
+    evidence_fact_ids: list[str]
+    t_from: date
+    history: list[ProfileVersion] = Field(default_factory=list)
+
+    def version_at(self, day: date) -> ProfileVersion | Profile | None:
+        """The state valid on `day`: the current one from t_from, else a historical one."""
+        if day >= self.t_from:
+            return self
+        for version in self.history:
+            if version.t_from <= day < version.t_to:
+                return version
+        return None

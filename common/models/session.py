@@ -1,0 +1,101 @@
+"""Dialogue input: turns and sessions as chat backends hand them over, and their stored records."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from common.models.plan import Plan
+
+NAME_MAX = 128
+
+
+class Turn(BaseModel):
+    """One utterance. `facts` carries pre-extracted atomic facts and skips the extractor."""
+
+    id: str | None = Field(default=None, description="External turn id, e.g. LoCoMo's dia_id.")
+    speaker: str = Field(min_length=1, max_length=NAME_MAX)
+    text: str
+    position: int | None = Field(default=None, ge=0, description="Order within the session.")
+    image_caption: str | None = None
+    facts: list[str] | None = None
+
+    @field_validator("speaker")
+    @classmethod
+    def _strip_speaker(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("speaker is blank")
+        return value
+
+
+class SessionInput(BaseModel):
+    """A finished dialogue session, validated in full before anything is stored."""
+
+    session_id: str = Field(min_length=1, max_length=256)
+    started_at: datetime
+    participants: list[str] = Field(min_length=1)
+    turns: list[Turn] = Field(min_length=1)
+    seq: int | None = Field(default=None, ge=0, description="Order of the session in its space.")
+
+    @field_validator("participants")
+    @classmethod
+    def _clean_participants(cls, value: list[str]) -> list[str]:
+        cleaned = [p.strip() for p in value]
+        if any(not p for p in cleaned):
+            raise ValueError("a participant name is blank")
+        if len(set(cleaned)) != len(cleaned):
+            raise ValueError(f"participants repeat a name: {cleaned}")
+        return cleaned
+
+    @model_validator(mode="after")
+    def _check_turns(self) -> SessionInput:
+        known = set(self.participants)
+        seen: set[str] = set()
+        for index, turn in enumerate(self.turns):
+            if turn.speaker not in known:
+                raise ValueError(
+                    f"turn {turn.id or index}: unknown speaker {turn.speaker!r} "
+                    f"(participants: {', '.join(self.participants)})"
+                )
+            if turn.position is None:
+                turn.position = index
+            if turn.id is None:
+                turn.id = f"{self.session_id}:{turn.position}"
+            if turn.id in seen:
+                raise ValueError(f"turn id {turn.id!r} appears twice in session {self.session_id}")
+            seen.add(turn.id)
+        if not any(t.text.strip() or t.facts for t in self.turns):
+            raise ValueError(f"session {self.session_id} has no text in any turn")
+        return self
+
+    @property
+    def pre_extracted(self) -> bool:
+        return any(t.facts is not None for t in self.turns)
+
+
+SessionStatus = Literal["committing", "committed", "profiling", "done"]
+
+
+class SessionRecord(BaseModel):
+    """A session as stored: the raw input, its order in the space and its commit state."""
+
+    tenant: str
+    space: str
+    session: SessionInput
+    seq: int
+    content_hash: str
+    status: SessionStatus
+    stats: dict[str, int] = Field(default_factory=dict)
+    plan: Plan | None = Field(default=None, description="Writes of the stage in progress.")
+
+
+class SpaceRecord(BaseModel):
+    """One memory bank of a tenant."""
+
+    tenant: str
+    space: str
+    created_at: datetime
+    participants: list[str] = Field(default_factory=list)

@@ -1,0 +1,1 @@
+"""Retrieval: hybrid similarity and the recall stages over a space index."""

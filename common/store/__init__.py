@@ -1,0 +1,1 @@
+"""Durable storage (Qdrant) and the in-memory per-space index built from it."""

@@ -1,0 +1,244 @@
+"""The per-space in-memory index: vectors as one float32 matrix plus the metadata filters need.
+
+Qdrant is the durable source of truth; verification, event routing, profile matching and
+recall read this index instead (a matrix product instead of a local-mode filtered search).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+import numpy as np
+from pydantic import BaseModel
+
+from common.models.memory import Event, Fact, Profile
+from common.settings import SimilaritySettings
+from common.store.qdrant import Kind, QdrantStore
+
+R = TypeVar("R", bound=BaseModel)
+
+
+@dataclass
+class Scored:
+    id: str
+    score: float
+    cosine: float
+    jaccard: float
+
+
+class KindIndex(Generic[R]):
+    """Rows of one kind of record: vectors, keyword and participant postings."""
+
+    def __init__(self, dimension: int, people: Callable[[R], Iterable[str]]) -> None:
+        self._dim = dimension
+        self._people = people
+        self._matrix = np.zeros((64, dimension), dtype=np.float32)
+        self.ids: list[str] = []
+        self.rows: dict[str, int] = {}
+        self.records: list[R] = []
+        self.alive = np.zeros(64, dtype=bool)
+        self._kw: list[frozenset[str]] = []
+        self._kw_len = np.zeros(64, dtype=np.float32)
+        self.kw_postings: dict[str, set[int]] = {}
+        self.people_postings: dict[str, set[int]] = {}
+
+    def __len__(self) -> int:
+        return int(self.alive[: len(self.ids)].sum())
+
+    def __contains__(self, item_id: object) -> bool:
+        return isinstance(item_id, str) and item_id in self.rows and bool(self.alive[self.rows[item_id]])
+
+    @property
+    def matrix(self) -> np.ndarray:
+        return self._matrix[: len(self.ids)]
+
+    def get(self, item_id: str) -> R:
+        return self.records[self.rows[item_id]]
+
+    def vector(self, item_id: str) -> np.ndarray:
+        return self._matrix[self.rows[item_id]]
+
+    def items(self) -> list[R]:
+        return [r for i, r in enumerate(self.records) if self.alive[i]]
+
+    def _grow(self) -> None:
+        cap = self._matrix.shape[0] * 2
+        matrix = np.zeros((cap, self._dim), dtype=np.float32)
+        matrix[: len(self.ids)] = self.matrix
+        self._matrix = matrix
+        self.alive = np.concatenate([self.alive, np.zeros(cap - self.alive.size, dtype=bool)])
+        self._kw_len = np.concatenate(
+            [self._kw_len, np.zeros(cap - self._kw_len.size, dtype=np.float32)]
+        )
+
+    def _unindex(self, row: int) -> None:
+        for kw in self._kw[row]:
+            self.kw_postings.get(kw, set()).discard(row)
+        for person in self._people(self.records[row]):
+            self.people_postings.get(person, set()).discard(row)
+
+    def upsert(self, item_id: str, record: R, vector: np.ndarray, keywords: Collection[str]) -> None:
+        row = self.rows.get(item_id)
+        if row is None:
+            if len(self.ids) == self._matrix.shape[0]:
+                self._grow()
+            row = len(self.ids)
+            self.ids.append(item_id)
+            self.rows[item_id] = row
+            self.records.append(record)
+            self._kw.append(frozenset())
+        else:
+            self._unindex(row)
+            self.records[row] = record
+        self._matrix[row] = vector
+        self.alive[row] = True
+        kws = frozenset(keywords)
+        self._kw[row] = kws
+        self._kw_len[row] = len(kws)
+        for kw in kws:
+            self.kw_postings.setdefault(kw, set()).add(row)
+        for person in self._people(record):
+            self.people_postings.setdefault(person, set()).add(row)
+
+    def remove(self, item_id: str) -> None:
+        row = self.rows.get(item_id)
+        if row is None or not self.alive[row]:
+            return
+        self._unindex(row)
+        self.alive[row] = False
+
+    def mask(self, people: Collection[str] | None = None) -> np.ndarray:
+        """Live rows, restricted to those sharing a participant when `people` is given."""
+        n = len(self.ids)
+        alive = self.alive[:n].copy()
+        if people is None:
+            return alive
+        hit = np.zeros(n, dtype=bool)
+        for person in people:
+            rows = self.people_postings.get(person)
+            if rows:
+                hit[list(rows)] = True
+        return alive & hit
+
+    def jaccard(self, keywords: Collection[str]) -> np.ndarray:
+        """Jaccard(keywords, row keywords) for every row, through the postings."""
+        n = len(self.ids)
+        inter = np.zeros(n, dtype=np.float32)
+        query = set(keywords)
+        for kw in query:
+            rows = self.kw_postings.get(kw)
+            if rows:
+                inter[list(rows)] += 1.0
+        union = self._kw_len[:n] + len(query) - inter
+        return np.divide(inter, union, out=np.zeros(n, dtype=np.float32), where=union > 0)
+
+    def hybrid(
+        self,
+        vector: np.ndarray,
+        keywords: Collection[str],
+        weights: SimilaritySettings,
+        mask: np.ndarray,
+        k: int | None = None,
+        exclude: Collection[str] = (),
+    ) -> list[Scored]:
+        """Rows in `mask` ranked by S_h (descending, ties by insertion order)."""
+        if not len(self.ids):
+            return []
+        mask = mask.copy()
+        for item_id in exclude:
+            if item_id in self.rows:
+                mask[self.rows[item_id]] = False
+        rows = np.flatnonzero(mask)
+        if rows.size == 0:
+            return []
+        cos = self.matrix[rows] @ vector
+        jac = self.jaccard(keywords)[rows]
+        score = weights.alpha * cos + weights.beta * jac
+        order = np.lexsort((rows, -score))
+        if k is not None:
+            order = order[:k]
+        return [
+            Scored(self.ids[rows[i]], float(score[i]), float(cos[i]), float(jac[i])) for i in order
+        ]
+
+
+def _fact_people(fact: Fact) -> list[str]:
+    return fact.participants
+
+
+def _event_people(event: Event) -> list[str]:
+    return event.participants
+
+
+def _profile_people(profile: Profile) -> list[str]:
+    return [profile.person]
+
+
+@dataclass
+class SpaceIndex:
+    """Everything of one space that the hot paths compare against."""
+
+    tenant: str
+    space: str
+    dimension: int
+    version: int = 0
+    facts: KindIndex[Fact] = field(init=False)
+    events: KindIndex[Event] = field(init=False)
+    profiles: KindIndex[Profile] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.facts = KindIndex(self.dimension, _fact_people)
+        self.events = KindIndex(self.dimension, _event_people)
+        self.profiles = KindIndex(self.dimension, _profile_people)
+
+    def put_fact(self, fact: Fact, vector: np.ndarray) -> None:
+        self.facts.upsert(fact.id, fact, vector, fact.keywords)
+
+    def put_event(self, event: Event, vector: np.ndarray) -> None:
+        self.events.upsert(event.id, event, vector, event.keywords)
+
+    def put_profile(self, profile: Profile, vector: np.ndarray) -> None:
+        self.profiles.upsert(profile.id, profile, vector, profile.keywords)
+
+    @classmethod
+    def load(cls, store: QdrantStore, tenant: str, space: str, dimension: int) -> SpaceIndex:
+        """Read a space's facts, events and profiles (with vectors) from the store."""
+        index = cls(tenant=tenant, space=space, dimension=dimension)
+        for point in store.scroll(Kind.FACTS, tenant, space, with_vectors=True):
+            assert point.vector is not None
+            index.put_fact(Fact.model_validate(point.payload), point.vector)
+        for point in store.scroll(Kind.EVENTS, tenant, space, with_vectors=True):
+            assert point.vector is not None
+            index.put_event(Event.model_validate(point.payload), point.vector)
+        for point in store.scroll(Kind.PROFILES, tenant, space, with_vectors=True):
+            assert point.vector is not None
+            index.put_profile(Profile.model_validate(point.payload), point.vector)
+        return index
+
+
+class SpaceIndexCache:
+    """Indexes of recently used spaces, least recently used dropped past `capacity`."""
+
+    def __init__(self, capacity: int = 32) -> None:
+        self._capacity = capacity
+        self._items: OrderedDict[tuple[str, str], SpaceIndex] = OrderedDict()
+
+    def get(self, tenant: str, space: str) -> SpaceIndex | None:
+        key = (tenant, space)
+        index = self._items.get(key)
+        if index is not None:
+            self._items.move_to_end(key)
+        return index
+
+    def put(self, index: SpaceIndex) -> None:
+        key = (index.tenant, index.space)
+        self._items[key] = index
+        self._items.move_to_end(key)
+        while len(self._items) > self._capacity:
+            self._items.popitem(last=False)
+
+    def drop(self, tenant: str, space: str) -> None:
+        self._items.pop((tenant, space), None)

@@ -1,0 +1,1 @@
+"""Text normalisation shared by extraction, verification and retrieval."""
