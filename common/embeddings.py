@@ -40,7 +40,12 @@ class Embedder:
         # Loading from a directory never needs the hub; keep any stray lookup offline.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
 
         self._model: SentenceTransformer = SentenceTransformer(str(path), device=settings.device)
         self._batch = settings.batch_size

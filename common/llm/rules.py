@@ -141,6 +141,37 @@ def _subject(text: str, names: list[str]) -> str | None:
     return first if first is not None and first_pos <= 3 else None
 
 
+_BASE_VERBS = frozenset(
+    """agree believe buy cook do drive eat enjoy feel find get go guess hate have hope keep know
+    like live love make mean miss need own paint plan play prefer read remember run see study
+    take teach think try use visit volunteer want watch wish work write""".split()
+)
+_ADVERBS = "(?:(?:now|also|really|still|always|usually|often|just|never|only|actually) )?"
+
+
+def _third_person_verb(verb: str) -> str:
+    if verb == "have":
+        return "has"
+    if verb.endswith(("s", "sh", "ch", "x", "o")):
+        return verb + "es"
+    if verb.endswith("y") and verb[-2:-1] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def _agree(text: str, subject: str) -> str:
+    """'Priya love hiking' -> 'Priya loves hiking' for common verbs after a rewritten 'I'."""
+
+    def fix(m: re.Match[str]) -> str:
+        verb = m.group(2)
+        if verb.lower() not in _BASE_VERBS:
+            return m.group(0)
+        return f"{m.group(1)}{_third_person_verb(verb)}"
+
+    pattern = rf"(\b{re.escape(subject)} {_ADVERBS})([a-z]+)\b"
+    return re.sub(pattern, fix, text)
+
+
 class RulesBackend:
     """Deterministic stand-in for the LLM stages; the embedded default and the test backbone."""
 
@@ -165,6 +196,7 @@ class RulesBackend:
         out = sentence
         for pattern, repl in _FIRST_PERSON:
             out = re.sub(pattern, repl.format(s=speaker), out)
+        out = _agree(out, speaker)
         if listener:
             for pattern, repl in _SECOND_PERSON:
                 out = re.sub(pattern, repl.format(l=listener), out)

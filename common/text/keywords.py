@@ -47,7 +47,9 @@ def normalize_keyword(word: str) -> str | None:
         return None
     if word.isdigit():
         return None
-    if len(word) > 4 and word.endswith("ies"):
+    if len(word) > 5 and word.endswith(("ches", "shes", "xes")):
+        word = word[:-2]
+    elif len(word) > 4 and word.endswith("ies"):
         word = word[:-3] + "y"
     elif len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
         word = word[:-1]
@@ -69,7 +71,8 @@ def normalize_keywords(words: Iterable[str], names: Iterable[str] = ()) -> list[
     out: list[str] = []
     for raw in words:
         for token in _TOKEN.findall(raw):
-            if token.lower() in banned:
+            bare = token.lower().replace("\u2019", "'").removesuffix("'s")
+            if bare in banned:
                 continue
             norm = normalize_keyword(token)
             if norm and norm not in out:

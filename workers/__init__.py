@@ -1,0 +1,1 @@
+"""AtomMem's runnable side: the command line now, the Celery workers on top of it."""
