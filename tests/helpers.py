@@ -1,0 +1,114 @@
+"""Test doubles and builders shared by the unit tests."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from common.llm.contracts import FactView, VerifyDecision
+from common.llm.rules import RulesBackend
+from common.memory.context import MemoryContext
+from common.models import ids
+from common.models.drafts import DraftFact
+from common.models.memory import TimeRange
+from common.models.session import SessionInput, SessionRecord, Turn
+from common.settings import EmbeddingSettings, Settings, StoreSettings
+from common.store import records
+from common.store.qdrant import QdrantStore
+
+DIM = 4
+OPEN_STORES: list[QdrantStore] = []
+
+
+def unit(*values: float) -> np.ndarray:
+    v = np.asarray(values, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+class TableEncoder:
+    """Vectors looked up by text; unknown texts get a fixed vector."""
+
+    dimension = DIM
+
+    def __init__(self, table: dict[str, np.ndarray] | None = None) -> None:
+        self.table = table or {}
+        self.calls = 0
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        self.calls += 1
+        rows = [self.table.get(t, unit(0, 0, 0, 1)) for t in texts]
+        return np.stack(rows) if rows else np.zeros((0, DIM), dtype=np.float32)
+
+
+class ScriptedBackend(RulesBackend):
+    """The rules backend with event links and verification decisions set by the test."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings.rules, settings.memory)
+        self.links: dict[str, list[str]] = {}
+        self.verdicts: dict[str, VerifyDecision] = {}
+        self.seen_candidates: dict[str, list[str]] = {}
+
+    def link_event(self, new: FactView, similar: list[FactView]) -> list[str]:
+        self.seen_candidates[new.text] = [s.id for s in similar]
+        wanted = self.links.get(new.text, [])
+        by_text = {s.text: s.id for s in similar}
+        return [by_text[t] for t in wanted if t in by_text]
+
+    def verify(self, new: FactView, candidates: list[FactView]) -> VerifyDecision:
+        return self.verdicts.get(new.text, VerifyDecision())
+
+
+def make_ctx(tmp_path: Path, encoder: TableEncoder | None = None, scripted: bool = True) -> MemoryContext:
+    settings = Settings(
+        store=StoreSettings(qdrant_path=tmp_path / "qdrant"),
+        embedding=EmbeddingSettings(dimension=DIM),
+    )
+    backend = ScriptedBackend(settings) if scripted else RulesBackend(settings.rules, settings.memory)
+    ctx = MemoryContext(
+        settings=settings,
+        store=QdrantStore(settings.store, DIM),
+        embedder=encoder or TableEncoder(),
+        backend=backend,
+    )
+    OPEN_STORES.append(ctx.store)
+    records.create_space(ctx.store, "t", "s")
+    return ctx
+
+
+def session_record(session_id: str, seq: int, when: datetime, people: list[str]) -> SessionRecord:
+    session = SessionInput(
+        session_id=session_id,
+        started_at=when,
+        participants=people,
+        turns=[Turn(id=f"{session_id}:0", speaker=people[0], text="placeholder text")],
+    )
+    return SessionRecord(
+        tenant="t", space="s", session=session, seq=seq, content_hash=session_id, status="committing"
+    )
+
+
+def draft(
+    record: SessionRecord,
+    text: str,
+    vector: np.ndarray,
+    keywords: list[str],
+    people: list[str],
+    index: int = 0,
+    event_time: TimeRange | None = None,
+    profile: bool = False,
+) -> DraftFact:
+    turn = f"{record.session.session_id}:{index}"
+    return DraftFact(
+        id=ids.fact_id("t", "s", record.session.session_id, turn, 0),
+        text=text,
+        turn_ids=[turn],
+        positions=[index],
+        participants=people,
+        keywords=keywords,
+        event_time=event_time,
+        profile_worthy=profile,
+        vector=vector.astype(float).tolist(),
+    )

@@ -1,0 +1,92 @@
+"""The `atommem` command as a user runs it: real embedding model, Qdrant local mode."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+SAMPLE = Path(__file__).resolve().parents[2] / "workers" / "samples" / "sample_conversation.json"
+
+
+def run(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "workers.cli", "--quiet", "--data-dir", str(data), *args],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+
+
+def counts(data: Path, space: str) -> list[str]:
+    out = run(data, "stats", "--space", space)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.splitlines()[1].split()[1:]
+
+
+def test_ingest_is_idempotent_and_memory_answers(tmp_path: Path) -> None:
+    assert run(tmp_path, "space", "create", "demo").returncode == 0
+    first = run(tmp_path, "ingest", str(SAMPLE))
+    assert first.returncode == 0, first.stderr
+    assert "4 sessions (0 unchanged)" in first.stdout
+    before = counts(tmp_path, "demo")
+    sessions, facts, events, profiles = (int(c) for c in before)
+    assert sessions == 4 and facts > 15 and events >= 1 and profiles >= 1
+
+    again = run(tmp_path, "ingest", str(SAMPLE))
+    assert again.returncode == 0 and "4 sessions (4 unchanged)" in again.stdout
+    assert counts(tmp_path, "demo") == before
+
+    hits = run(tmp_path, "search", "--space", "demo", "--json", "When did Tom adopt a puppy?")
+    assert hits.returncode == 0, hits.stderr
+    ranked = json.loads(hits.stdout)
+    assert "beagle" in ranked[0]["text"] and ranked[0]["turn_ids"] == ["s1:3"]
+
+    profiles_out = run(tmp_path, "profiles", "--space", "demo")
+    assert "Priya lives in Denver" in profiles_out.stdout
+    assert "2024-03-04 .. 2024-06-02: Priya lives in Boston" in profiles_out.stdout
+
+
+def _assert_clean_error(out: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert out.returncode == 2
+    assert "Traceback" not in out.stderr
+    assert out.stderr.startswith("error: ")
+    for needle in needles:
+        assert needle in out.stderr, out.stderr
+
+
+def test_bad_input_names_the_problem_and_stores_nothing(tmp_path: Path) -> None:
+    assert run(tmp_path, "space", "create", "x").returncode == 0
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"session_id": "a", "turns": [', encoding="utf-8")
+    _assert_clean_error(run(tmp_path, "ingest", "--space", "x", str(broken)), "malformed JSON")
+
+    good = json.loads(SAMPLE.read_text(encoding="utf-8"))
+    good["sessions"][2]["turns"][1]["speaker"] = "Mallory"
+    bad_speaker = tmp_path / "bad_speaker.json"
+    bad_speaker.write_text(json.dumps(good), encoding="utf-8")
+    _assert_clean_error(
+        run(tmp_path, "ingest", "--space", "x", str(bad_speaker)), "unknown speaker 'Mallory'", "sessions.2"
+    )
+
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"participants": ["A"], "sessions": []}), encoding="utf-8")
+    _assert_clean_error(run(tmp_path, "ingest", "--space", "x", str(empty)), "'sessions' is empty")
+
+    missing = tmp_path / "missing.json"
+    missing.write_text(json.dumps({"session_id": "a", "participants": ["A"],
+                                   "turns": [{"speaker": "A", "text": "hi there friend"}]}))
+    _assert_clean_error(run(tmp_path, "ingest", "--space", "x", str(missing)), "started_at")
+
+    # a valid file beside a bad one: nothing is stored from either
+    _assert_clean_error(run(tmp_path, "ingest", "--space", "x", str(SAMPLE), str(broken)), "malformed JSON")
+    assert counts(tmp_path, "x") == ["0", "0", "0", "0"]
+
+
+def test_unknown_space_is_a_clear_error(tmp_path: Path) -> None:
+    _assert_clean_error(run(tmp_path, "ingest", "--space", "nope", str(SAMPLE)), "space 'nope' does not exist")
+    _assert_clean_error(run(tmp_path, "search", "--space", "nope", "anything"), "does not exist")
+    _assert_clean_error(run(tmp_path, "facts", "--space", "nope"), "does not exist")

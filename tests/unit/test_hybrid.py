@@ -1,0 +1,170 @@
+from datetime import datetime
+
+import numpy as np
+import pytest
+
+from common.models.memory import Fact, FactSource, FactTime
+from common.retrieval.hybrid import hybrid, hybrid_many, jaccard
+from common.settings import SimilaritySettings
+from common.store.space_index import SpaceIndex
+
+W = SimilaritySettings(alpha=0.7, beta=0.3)
+
+
+def fact(fid: str, keywords: list[str], participants: list[str]) -> Fact:
+    return Fact(
+        id=fid,
+        tenant="t",
+        space="s",
+        text=f"fact {fid}",
+        participants=participants,
+        keywords=keywords,
+        time=FactTime(session=datetime(2023, 5, 8, 12, 0)),
+        source=FactSource(session_id="s1", session_seq=0, turn_ids=["s1:1"], positions=[1]),
+    )
+
+
+def vec(*xs: float) -> np.ndarray:
+    return np.array(xs, dtype=np.float32)
+
+
+@pytest.fixture
+def index() -> SpaceIndex:
+    idx = SpaceIndex(tenant="t", space="s", dimension=3)
+    idx.put_fact(fact("f1", ["pottery", "class"], ["Priya"]), vec(1, 0, 0))
+    idx.put_fact(fact("f2", ["hiking"], ["Tom"]), vec(0.6, 0.8, 0))
+    idx.put_fact(fact("f3", ["pottery", "vase"], ["Priya", "Tom"]), vec(0, 0, 1))
+    return idx
+
+
+def ranked(idx: SpaceIndex, query: np.ndarray, keywords: list[str], **kw) -> list[tuple]:
+    mask = kw.pop("mask", idx.facts.mask())
+    return [(s.id, round(s.score, 5)) for s in idx.facts.hybrid(query, keywords, W, mask, **kw)]
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [
+        ({"a", "b"}, {"b", "c"}, 1 / 3),
+        (["a", "a", "b"], ["a", "b"], 1.0),
+        ({"a"}, {"b"}, 0.0),
+        (set(), {"b"}, 0.0),
+        (set(), set(), 0.0),
+        ({"x", "y", "z", "w"}, {"x", "y"}, 0.5),
+    ],
+)
+def test_jaccard(a, b, expected: float) -> None:
+    assert jaccard(a, b) == pytest.approx(expected)
+
+
+def test_hybrid_weights() -> None:
+    assert hybrid(0.5, 1 / 3, W) == pytest.approx(0.45)
+    assert hybrid(1.0, 0.0, W) == pytest.approx(0.7)
+    assert hybrid(0.0, 1.0, W) == pytest.approx(0.3)
+    assert hybrid(0.5, 0.5, SimilaritySettings(alpha=1.0, beta=0.0)) == pytest.approx(0.5)
+
+
+def test_default_weights_are_07_03() -> None:
+    assert (SimilaritySettings().alpha, SimilaritySettings().beta) == (0.7, 0.3)
+
+
+def test_hybrid_many() -> None:
+    out = hybrid_many(np.array([0.5, 1.0, 0.0]), np.array([1 / 3, 0.0, 1.0]), W)
+    assert out == pytest.approx([0.45, 0.7, 0.3])
+
+
+def test_index_ranks_by_hybrid_score(index: SpaceIndex) -> None:
+    assert ranked(index, vec(1, 0, 0), ["pottery"]) == [("f1", 0.85), ("f2", 0.42), ("f3", 0.15)]
+    assert ranked(index, vec(0, 1, 0), ["pottery", "vase"]) == [
+        ("f2", 0.56),
+        ("f3", 0.3),
+        ("f1", 0.1),
+    ]
+
+
+def test_scored_carries_cosine_and_jaccard(index: SpaceIndex) -> None:
+    top = index.facts.hybrid(vec(0, 1, 0), ["pottery", "vase"], W, index.facts.mask(), k=2)
+    assert [s.id for s in top] == ["f2", "f3"]
+    assert top[0].cosine == pytest.approx(0.8)
+    assert top[0].jaccard == 0.0
+    assert top[1].cosine == pytest.approx(0.0)
+    assert top[1].jaccard == pytest.approx(1.0)
+
+
+def test_index_jaccard_matches_pure_jaccard(index: SpaceIndex) -> None:
+    got = index.facts.jaccard(["pottery", "vase", "kiln"])
+    assert got == pytest.approx([1 / 4, 0.0, 2 / 3])
+    assert index.facts.jaccard([]) == pytest.approx([0.0, 0.0, 0.0])
+
+
+def test_mask_by_people(index: SpaceIndex) -> None:
+    assert index.facts.mask().tolist() == [True, True, True]
+    assert index.facts.mask(["Tom"]).tolist() == [False, True, True]
+    assert index.facts.mask(["Priya"]).tolist() == [True, False, True]
+    assert index.facts.mask(["Anika"]).tolist() == [False, False, False]
+    assert index.facts.mask([]).tolist() == [False, False, False]
+    mask = index.facts.mask(["Tom"])
+    assert ranked(index, vec(1, 0, 0), ["pottery"], mask=mask) == [("f2", 0.42), ("f3", 0.15)]
+    assert ranked(index, vec(1, 0, 0), ["pottery"], mask=index.facts.mask(["Anika"])) == []
+
+
+def test_exclude_and_k(index: SpaceIndex) -> None:
+    assert ranked(index, vec(1, 0, 0), ["pottery"], exclude=["f1", "nope"]) == [
+        ("f2", 0.42),
+        ("f3", 0.15),
+    ]
+    assert ranked(index, vec(1, 0, 0), ["pottery"], k=1) == [("f1", 0.85)]
+    assert ranked(index, vec(1, 0, 0), ["pottery"], exclude=["f1", "f2", "f3"]) == []
+
+
+def test_ties_keep_insertion_order() -> None:
+    idx = SpaceIndex(tenant="t", space="s", dimension=3)
+    for fid in ["b", "a", "c"]:
+        idx.put_fact(fact(fid, ["x"], ["P"]), vec(0, 1, 0))
+    top = idx.facts.hybrid(vec(0, 1, 0), ["x"], W, idx.facts.mask())
+    assert [s.id for s in top] == ["b", "a", "c"]
+
+
+def test_reupsert_replaces_keywords_people_and_vector(index: SpaceIndex) -> None:
+    index.put_fact(fact("f1", ["ceramics"], ["Tom"]), vec(0, 1, 0))
+    assert len(index.facts) == 3
+    assert index.facts.get("f1").keywords == ["ceramics"]
+    assert 0 not in index.facts.kw_postings["pottery"]
+    assert index.facts.jaccard(["pottery"]) == pytest.approx([0.0, 0.0, 0.5])
+    assert index.facts.jaccard(["ceramics"]) == pytest.approx([1.0, 0.0, 0.0])
+    assert index.facts.mask(["Priya"]).tolist() == [False, False, True]
+    assert index.facts.mask(["Tom"]).tolist() == [True, True, True]
+    assert ranked(index, vec(0, 1, 0), ["ceramics"]) == [("f1", 1.0), ("f2", 0.56), ("f3", 0.0)]
+
+
+def test_remove(index: SpaceIndex) -> None:
+    index.facts.remove("f2")
+    assert len(index.facts) == 2
+    assert "f2" not in index.facts and "f1" in index.facts
+    assert [f.id for f in index.facts.items()] == ["f1", "f3"]
+    assert index.facts.mask().tolist() == [True, False, True]
+    assert index.facts.mask(["Tom"]).tolist() == [False, False, True]
+    assert index.facts.jaccard(["hiking"]) == pytest.approx([0.0, 0.0, 0.0])
+    assert ranked(index, vec(0.6, 0.8, 0), ["hiking"]) == [("f1", 0.42), ("f3", 0.0)]
+    index.facts.remove("f2")
+    index.facts.remove("missing")
+    assert len(index.facts) == 2
+
+
+def test_upsert_after_remove_revives_row(index: SpaceIndex) -> None:
+    index.facts.remove("f2")
+    index.put_fact(fact("f2", ["hiking"], ["Tom"]), vec(0.6, 0.8, 0))
+    assert len(index.facts) == 3
+    assert index.facts.rows["f2"] == 1
+    assert ranked(index, vec(0, 1, 0), ["hiking"])[0] == ("f2", 0.86)
+
+
+def test_empty_index_and_growth() -> None:
+    idx = SpaceIndex(tenant="t", space="s", dimension=3)
+    assert idx.facts.hybrid(vec(1, 0, 0), ["x"], W, idx.facts.mask()) == []
+    for i in range(70):
+        idx.put_fact(fact(f"f{i}", [f"k{i}"], ["P"]), vec(1, 0, 0) if i == 69 else vec(0, 0, 1))
+    assert len(idx.facts) == 70
+    assert idx.facts.matrix.shape == (70, 3)
+    top = idx.facts.hybrid(vec(1, 0, 0), ["k69"], W, idx.facts.mask(["P"]), k=2)
+    assert [(s.id, round(s.score, 5)) for s in top] == [("f69", 1.0), ("f0", 0.0)]
