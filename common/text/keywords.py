@@ -47,7 +47,7 @@ def normalize_keyword(word: str) -> str | None:
         return None
     if word.isdigit():
         return None
-    if len(word) > 5 and word.endswith(("ches", "shes", "xes")):
+    if len(word) > 4 and word.endswith(("ches", "shes", "sses", "xes")):
         word = word[:-2]
     elif len(word) > 4 and word.endswith("ies"):
         word = word[:-3] + "y"

@@ -21,6 +21,7 @@ MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
 MONTHS.pop("may", None)
 MONTHS["may"] = 5
+MONTHS["sept"] = 9
 WEEKDAYS = {name.lower(): i for i, name in enumerate(calendar.day_name)}
 NUMBERS = {
     "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
@@ -132,14 +133,15 @@ def _relative_unit(ref: date, which: str, unit: str) -> TimeRange:
     if unit == "week":
         return _week_of(ref + timedelta(weeks=step))
     if unit == "weekend":
-        if which == "last":
-            saturday = ref - timedelta(days=(ref.weekday() - 5) % 7 or 7)
-            if ref.weekday() == 6:
-                saturday -= timedelta(days=7)
+        weekday = ref.weekday()
+        if which == "this":
+            saturday = ref + timedelta(days=5 - weekday)
+        elif which == "next":
+            saturday = ref + timedelta(days=(5 - weekday) % 7 or 7)
         else:
-            saturday = ref + timedelta(days=(5 - ref.weekday()) % 7)
-            if which == "next":
-                saturday += timedelta(days=7) if ref.weekday() >= 5 else timedelta(days=0)
+            saturday = ref - timedelta(days=(weekday - 5) % 7 or 7)
+            if weekday == 6:
+                saturday -= timedelta(days=7)
         return TimeRange(start=saturday, end=saturday + timedelta(days=1))
     if unit == "month":
         moved = ref + relativedelta(months=step)
@@ -249,9 +251,14 @@ def anchor_text(text: str, reference: date) -> tuple[str, TimeRange | None]:
     out: list[str] = []
     cursor = 0
     for mention in mentions:
-        out.append(text[cursor : mention.start])
-        out.append(describe(mention.span) if mention.relative else mention.phrase)
+        before = text[cursor : mention.start]
+        if mention.relative:
+            words = describe(mention.span)
+            # "on yesterday" would read "on on 7 May": drop the speaker's own preposition.
+            before = re.sub(r"\b(?:on|in|during)\s+$", "", before, flags=re.I)
+            out.extend([before, words])
+        else:
+            out.extend([before, mention.phrase])
         cursor = mention.end
     out.append(text[cursor:])
-    rewritten = re.sub(r"\b(on|in) (on|in) ", r"\2 ", "".join(out))
-    return rewritten, mentions[0].span
+    return "".join(out), mentions[0].span
