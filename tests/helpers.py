@@ -61,12 +61,16 @@ class ScriptedBackend(RulesBackend):
         return self.verdicts.get(new.text, VerifyDecision())
 
 
-def make_ctx(tmp_path: Path, encoder: TableEncoder | None = None, scripted: bool = True) -> MemoryContext:
+def make_ctx(
+    tmp_path: Path, encoder: TableEncoder | None = None, scripted: bool = True
+) -> MemoryContext:
     settings = Settings(
         store=StoreSettings(qdrant_path=tmp_path / "qdrant"),
         embedding=EmbeddingSettings(dimension=DIM),
     )
-    backend = ScriptedBackend(settings) if scripted else RulesBackend(settings.rules, settings.memory)
+    backend = (
+        ScriptedBackend(settings) if scripted else RulesBackend(settings.rules, settings.memory)
+    )
     ctx = MemoryContext(
         settings=settings,
         store=QdrantStore(settings.store, DIM),
@@ -86,7 +90,12 @@ def session_record(session_id: str, seq: int, when: datetime, people: list[str])
         turns=[Turn(id=f"{session_id}:0", speaker=people[0], text="placeholder text")],
     )
     return SessionRecord(
-        tenant="t", space="s", session=session, seq=seq, content_hash=session_id, status="committing"
+        tenant="t",
+        space="s",
+        session=session,
+        seq=seq,
+        content_hash=session_id,
+        status="committing",
     )
 
 

@@ -83,7 +83,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             bar.set_postfix(facts=total.facts_stored)
         seconds = time.perf_counter() - t0
         grand.add(total)
-        counts = {k.value: ctx.store.count(k, tenant, space) for k in (Kind.FACTS, Kind.EVENTS, Kind.PROFILES)}
+        counts = {
+            k.value: ctx.store.count(k, tenant, space)
+            for k in (Kind.FACTS, Kind.EVENTS, Kind.PROFILES)
+        }
         rate = total.facts_in / seconds if seconds > 0 else 0.0
         print(
             f"{space}: {len(data.sessions)} sessions ({unchanged} unchanged), "
@@ -151,7 +154,9 @@ def print_profile(profile: Profile) -> None:
 def cmd_profiles(args: argparse.Namespace) -> int:
     ctx, tenant = _context(args)
     _space(ctx, tenant, args.space)
-    profiles = sorted(ctx.index(tenant, args.space).profiles.items(), key=lambda p: (p.person, p.t_from))
+    profiles = sorted(
+        ctx.index(tenant, args.space).profiles.items(), key=lambda p: (p.person, p.t_from)
+    )
     for profile in profiles[: args.limit]:
         if args.json:
             print(profile.model_dump_json())
@@ -178,8 +183,19 @@ def cmd_search(args: argparse.Namespace) -> int:
     ctx, tenant = _context(args)
     result = search(ctx, tenant, args.space, args.question, k=args.k)
     if args.json:
-        print(json.dumps([{"fact_id": h.fact.id, "text": h.fact.text, "score": h.score,
-                           "turn_ids": h.fact.all_turn_ids()} for h in result.hits]))
+        print(
+            json.dumps(
+                [
+                    {
+                        "fact_id": h.fact.id,
+                        "text": h.fact.text,
+                        "score": h.score,
+                        "turn_ids": h.fact.all_turn_ids(),
+                    }
+                    for h in result.hits
+                ]
+            )
+        )
         return 0
     print(f"Q: {args.question}")
     _print_hits(result)
@@ -199,10 +215,17 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     ctx, tenant = _context(args)
-    spaces = [records.require_space(ctx.store, tenant, args.space)] if args.space else records.list_spaces(ctx.store, tenant)
+    spaces = (
+        [records.require_space(ctx.store, tenant, args.space)]
+        if args.space
+        else records.list_spaces(ctx.store, tenant)
+    )
     print(f"{'space':<20} {'sessions':>8} {'facts':>7} {'events':>7} {'profiles':>8}")
     for sp in spaces:
-        counts = [ctx.store.count(k, tenant, sp.space) for k in (Kind.SESSIONS, Kind.FACTS, Kind.EVENTS, Kind.PROFILES)]
+        counts = [
+            ctx.store.count(k, tenant, sp.space)
+            for k in (Kind.SESSIONS, Kind.FACTS, Kind.EVENTS, Kind.PROFILES)
+        ]
         print(f"{sp.space:<20} {counts[0]:>8} {counts[1]:>7} {counts[2]:>7} {counts[3]:>8}")
     return 0
 
@@ -253,12 +276,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
         s = ingest_session(ctx, tenant, space, session).stats
         print(
             f"  {session.session_id} ({session.started_at:%Y-%m-%d}): {s.turns} turns -> "
-            f"{s.facts_stored} facts stored, {s.duplicates_dropped} duplicates, {s.updates} updates, "
+            f"{s.facts_stored} facts stored, {s.duplicates_dropped} duplicates, "
+            f"{s.updates} updates, "
             f"{s.events_created} events created, {s.profile_changes} profile changes"
         )
     index = ctx.index(tenant, space)
     print("\n== Facts")
-    for fact in sorted(index.facts.items(), key=lambda f: (f.source.session_seq, f.source.positions)):
+    for fact in sorted(
+        index.facts.items(), key=lambda f: (f.source.session_seq, f.source.positions)
+    ):
         print(f"  - {fact.text}  [{','.join(fact.all_turn_ids())}]")
     print("\n== Events")
     for event in index.events.items():
@@ -271,25 +297,36 @@ def cmd_demo(args: argparse.Namespace) -> int:
         result = ask(ctx, tenant, space, question)
         print(f"Q: {question}\nA: {result.answer.text}")
         for hit in result.search.hits[:3]:
-            print(f"     evidence {hit.score:.3f}: {hit.fact.text} [{','.join(hit.fact.all_turn_ids())}]")
+            print(
+                f"     evidence {hit.score:.3f}: {hit.fact.text} "
+                f"[{','.join(hit.fact.all_turn_ids())}]"
+            )
         for profile, version in result.search.profiles[:2]:
             print(f"     profile {profile.person} (valid from {version.t_from}): {version.content}")
-    print("\nThe offline `rules` backend answered extractively; configure an LLM backend for "
-          "generated answers.")
+    print(
+        "\nThe offline `rules` backend answered extractively; configure an LLM backend for "
+        "generated answers."
+    )
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="atommem", description=__doc__)
-    parser.add_argument("--data-dir", help="store directory for Qdrant local mode (default from settings)")
+    parser.add_argument(
+        "--data-dir", help="store directory for Qdrant local mode (default from settings)"
+    )
     parser.add_argument("--tenant", help="tenant (default from settings)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("ingest", help="ingest session files (AtomMem JSON, LoCoMo, pre-extracted facts)")
+    p = sub.add_parser(
+        "ingest", help="ingest session files (AtomMem JSON, LoCoMo, pre-extracted facts)"
+    )
     p.add_argument("paths", nargs="+", help="files or directories of .json files")
     p.add_argument("--space", help="target space (default: the name the file gives)")
-    p.add_argument("--format", default="auto", choices=["auto", "session", "locomo", "locomo-facts"])
+    p.add_argument(
+        "--format", default="auto", choices=["auto", "session", "locomo", "locomo-facts"]
+    )
     p.add_argument("--create-space", action="store_true", help="create the space if it is missing")
     p.set_defaults(func=cmd_ingest)
 
@@ -338,7 +375,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted: finished sessions are kept; run the same command to resume", file=sys.stderr)
+        print(
+            "interrupted: finished sessions are kept; run the same command to resume",
+            file=sys.stderr,
+        )
         return 130
 
 

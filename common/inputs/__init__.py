@@ -1,1 +1,1 @@
-"""Readers for the input formats: AtomMem session JSON, LoCoMo conversations, pre-extracted facts."""
+"""Readers for the input formats: session JSON, LoCoMo conversations, pre-extracted facts."""

@@ -103,9 +103,7 @@ def parse_locomo(doc: Any, where: str) -> SpaceInput:
     speakers = [conv.get("speaker_a"), conv.get("speaker_b")]
     if not all(isinstance(s, str) and s.strip() for s in speakers):
         raise InvalidInput(f"{where}: conversation lacks speaker_a/speaker_b")
-    numbers = sorted(
-        int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k))
-    )
+    numbers = sorted(int(m.group(1)) for k in conv if (m := re.fullmatch(r"session_(\d+)", k)))
     if not numbers:
         raise InvalidInput(f"{where}: conversation has no session_<k> entries")
     sessions = []
@@ -151,7 +149,9 @@ def parse_locomo_facts(doc: Any, where: str, participants: list[str] | None = No
         missing = [k for k in required if k not in entry]
         if missing:
             raise InvalidInput(f"{where}: results[{i}] lacks {', '.join(missing)}")
-        if not isinstance(entry["facts"], list) or not all(isinstance(f, str) for f in entry["facts"]):
+        if not isinstance(entry["facts"], list) or not all(
+            isinstance(f, str) for f in entry["facts"]
+        ):
             raise InvalidInput(f"{where}: results[{i}].facts must be a list of strings")
         n = int(entry["session_number"])
         slot = grouped.setdefault(
@@ -213,7 +213,9 @@ def load_json(path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InvalidInput(f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        raise InvalidInput(
+            f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
 
 
 def read_sessions(path: Path, fmt: Format = "auto") -> SpaceInput:

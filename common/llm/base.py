@@ -62,8 +62,6 @@ class LLMBackend(Protocol):
         """Who and when a question is about, its keywords and whether profiles help."""
         ...
 
-    def answer(
-        self, question: str, intent: QueryIntent, evidence: list[EvidenceItem]
-    ) -> Answer:
+    def answer(self, question: str, intent: QueryIntent, evidence: list[EvidenceItem]) -> Answer:
         """An answer from the evidence, citing the facts it used."""
         ...

@@ -73,7 +73,9 @@ ASPECTS: dict[str, re.Pattern[str]] = {
         r"\b(likes?|loves?|enjoys?|prefers?|hates?|dislikes?|fan of|favou?rite|passionate|"
         r"interested in|into)\b"
     ),
-    "occupation": re.compile(r"\b(works? (as|at|for|in)|employed|job|career|profession|business)\b"),
+    "occupation": re.compile(
+        r"\b(works? (as|at|for|in)|employed|job|career|profession|business)\b"
+    ),
     "residence": re.compile(r"\b(lives? in|moved to|is from|grew up|hometown|relocat\w+)\b"),
     "family": re.compile(
         r"\b(married|husband|wife|partner|kids?|children|sons?|daughters?|mother|father|mom|dad|"
@@ -100,9 +102,7 @@ _TEMPORAL_Q = re.compile(
     r"how many (days|weeks|months|years)\b)",
     re.I,
 )
-_OPEN_Q = re.compile(
-    r"\b(would|likely|might|could|probably|think|consider|guess|why)\b", re.I
-)
+_OPEN_Q = re.compile(r"\b(would|likely|might|could|probably|think|consider|guess|why)\b", re.I)
 _PROFILE_Q = re.compile(
     r"\b(personality|kind of person|like|likes|prefer|favou?rite|hobb(y|ies)|interests?|values?|"
     r"identity|job|career|work|live|pets?|family|would|likely)\b",
@@ -142,9 +142,55 @@ def _subject(text: str, names: list[str]) -> str | None:
 
 
 _BASE_VERBS = frozenset(
-    """agree believe buy cook do drive eat enjoy feel find get go guess hate have hope keep know
-    like live love make mean miss need own paint plan play prefer read remember run see study
-    take teach think try use visit volunteer want watch wish work write""".split()
+    [
+        "agree",
+        "believe",
+        "buy",
+        "cook",
+        "do",
+        "drive",
+        "eat",
+        "enjoy",
+        "feel",
+        "find",
+        "get",
+        "go",
+        "guess",
+        "hate",
+        "have",
+        "hope",
+        "keep",
+        "know",
+        "like",
+        "live",
+        "love",
+        "make",
+        "mean",
+        "miss",
+        "need",
+        "own",
+        "paint",
+        "plan",
+        "play",
+        "prefer",
+        "read",
+        "remember",
+        "run",
+        "see",
+        "study",
+        "take",
+        "teach",
+        "think",
+        "try",
+        "use",
+        "visit",
+        "volunteer",
+        "want",
+        "watch",
+        "wish",
+        "work",
+        "write",
+    ]
 )
 _ADVERBS = "(?:(?:now|also|really|still|always|usually|often|just|never|only|actually) )?"
 
@@ -258,7 +304,9 @@ class RulesBackend:
             if aspect_of(cand.text) != aspect or _subject(cand.text, cand.participants) != subject:
                 continue
             if cand.time.session < new.time.session:
-                return VerifyDecision(store=False, updates=[FactUpdate(fact_id=cand.id, text=new.text)])
+                return VerifyDecision(
+                    store=False, updates=[FactUpdate(fact_id=cand.id, text=new.text)]
+                )
         return VerifyDecision()
 
     def link_event(self, new: FactView, similar: list[FactView]) -> list[str]:
@@ -278,9 +326,9 @@ class RulesBackend:
         ordered = sorted(facts, key=lambda f: (f.time.effective().start, f.time.session))
         summary = " ".join(f.text for f in ordered[:3])[: self._rules.max_fact_chars]
         counts = Counter(kw for f in ordered for kw in f.keywords)
-        first_seen = {kw: i for i, kw in reversed(list(enumerate(
-            kw for f in ordered for kw in f.keywords
-        )))}
+        first_seen = {
+            kw: i for i, kw in reversed(list(enumerate(kw for f in ordered for kw in f.keywords)))
+        }
         keywords = sorted(counts, key=lambda kw: (-counts[kw], first_seen[kw]))
         return EventSummary(summary=summary, keywords=keywords[: self._memory.max_keywords + 1])
 
@@ -318,10 +366,12 @@ class RulesBackend:
             if aspect_of(view.content) != aspect:
                 continue
             if candidate.valid_from >= view.t_from:
-                return ProfileDecision(action="update_current", profile_id=view.id,
-                                       content=candidate.content)
-            return ProfileDecision(action="modify_history", profile_id=view.id,
-                                   content=candidate.content)
+                return ProfileDecision(
+                    action="update_current", profile_id=view.id, content=candidate.content
+                )
+            return ProfileDecision(
+                action="modify_history", profile_id=view.id, content=candidate.content
+            )
         return ProfileDecision(action="create", content=candidate.content)
 
     # --- queries ----------------------------------------------------------------------------

@@ -46,7 +46,11 @@ def accept(
     if seq is None:
         seq = ctx.store.count(Kind.SESSIONS, tenant, space)
     record = SessionRecord(
-        tenant=tenant, space=space, session=session, seq=seq, content_hash=digest,
+        tenant=tenant,
+        space=space,
+        session=session,
+        seq=seq,
+        content_hash=digest,
         status="committing",
     )
     return record, True

@@ -1,4 +1,4 @@
-"""Verification (§3.1.3): candidate filter, near-duplicate drop, residual store, conflict updates."""
+"""Verification (§3.1.3): candidate filter, duplicate drop, residual store, conflict updates."""
 
 from __future__ import annotations
 
@@ -67,9 +67,7 @@ def place_fact(
         stats.llm_calls_skipped += 1
         return fact
     stats.llm_calls += 1
-    decision = ctx.backend.verify(
-        view(fact), [view(index.facts.get(r.id), r.score) for r in close]
-    )
+    decision = ctx.backend.verify(view(fact), [view(index.facts.get(r.id), r.score) for r in close])
     allowed = {r.id for r in close}
     for update in decision.updates:
         if update.fact_id not in allowed:

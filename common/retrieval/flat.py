@@ -40,7 +40,11 @@ class AskResult:
 
 
 def search(
-    ctx: MemoryContext, tenant: str, space: str, question: str, k: int | None = None,
+    ctx: MemoryContext,
+    tenant: str,
+    space: str,
+    question: str,
+    k: int | None = None,
     now: datetime | None = None,
 ) -> SearchResult:
     """Top-k facts for a question by S_h after the intent's filters."""
@@ -65,7 +69,11 @@ def search(
 
 
 def top_profiles(
-    ctx: MemoryContext, tenant: str, space: str, intent: QueryIntent, vector: np.ndarray,
+    ctx: MemoryContext,
+    tenant: str,
+    space: str,
+    intent: QueryIntent,
+    vector: np.ndarray,
     day: date,
 ) -> list[tuple[Profile, Profile | ProfileVersion]]:
     """The k_p closest profiles of the participants, each in the version valid on `day`."""
@@ -73,7 +81,10 @@ def top_profiles(
     when = intent.time_range.end if intent.time_range else day
     mask = index.profiles.mask(intent.participants or None)
     ranked = index.profiles.hybrid(
-        vector, intent.keywords, ctx.settings.similarity, mask,
+        vector,
+        intent.keywords,
+        ctx.settings.similarity,
+        mask,
         k=ctx.settings.retrieval.profile_top_k,
     )
     out = []

@@ -63,7 +63,9 @@ class QdrantStore:
         self._dimension = dimension
         with _LOCK:
             if settings.qdrant_url:
-                key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+                key = (
+                    settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+                )
                 self._client = QdrantClient(url=settings.qdrant_url, api_key=key)
                 self.local = False
             else:
@@ -132,7 +134,9 @@ class QdrantStore:
             must=[*self._scope(tenant, space).must, models.HasIdCondition(has_id=list(ids))]  # type: ignore[misc]
         )
         with _LOCK:
-            self._client.delete(self.name(kind), points_selector=models.FilterSelector(filter=selector))
+            self._client.delete(
+                self.name(kind), points_selector=models.FilterSelector(filter=selector)
+            )
 
     def scroll(
         self, kind: Kind, tenant: str, space: str | None, with_vectors: bool = False

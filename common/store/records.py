@@ -25,11 +25,17 @@ def require_space(store: QdrantStore, tenant: str, space: str) -> SpaceRecord:
 def put_space(store: QdrantStore, record: SpaceRecord) -> None:
     store.upsert(
         Kind.SPACES,
-        [Point(id=ids.space_id(record.tenant, record.space), payload=record.model_dump(mode="json"))],
+        [
+            Point(
+                id=ids.space_id(record.tenant, record.space), payload=record.model_dump(mode="json")
+            )
+        ],
     )
 
 
-def create_space(store: QdrantStore, tenant: str, space: str, exist_ok: bool = False) -> SpaceRecord:
+def create_space(
+    store: QdrantStore, tenant: str, space: str, exist_ok: bool = False
+) -> SpaceRecord:
     if not space.strip() or len(space) > 128 or "/" in space:
         raise ValueError(f"invalid space name {space!r}: 1-128 characters, no '/'")
     existing = get_space(store, tenant, space)
@@ -43,11 +49,15 @@ def create_space(store: QdrantStore, tenant: str, space: str, exist_ok: bool = F
 
 
 def list_spaces(store: QdrantStore, tenant: str) -> list[SpaceRecord]:
-    records = [SpaceRecord.model_validate(p.payload) for p in store.scroll(Kind.SPACES, tenant, None)]
+    records = [
+        SpaceRecord.model_validate(p.payload) for p in store.scroll(Kind.SPACES, tenant, None)
+    ]
     return sorted(records, key=lambda r: r.space)
 
 
-def get_session(store: QdrantStore, tenant: str, space: str, session_id: str) -> SessionRecord | None:
+def get_session(
+    store: QdrantStore, tenant: str, space: str, session_id: str
+) -> SessionRecord | None:
     point_id = ids.session_point_id(tenant, space, session_id)
     found = store.retrieve(Kind.SESSIONS, tenant, space, [point_id])
     return SessionRecord.model_validate(found[0].payload) if found else None
@@ -59,5 +69,7 @@ def put_session(store: QdrantStore, record: SessionRecord) -> None:
 
 
 def list_sessions(store: QdrantStore, tenant: str, space: str) -> list[SessionRecord]:
-    records = [SessionRecord.model_validate(p.payload) for p in store.scroll(Kind.SESSIONS, tenant, space)]
+    records = [
+        SessionRecord.model_validate(p.payload) for p in store.scroll(Kind.SESSIONS, tenant, space)
+    ]
     return sorted(records, key=lambda r: r.seq)

@@ -49,7 +49,11 @@ class KindIndex(Generic[R]):
         return int(self.alive[: len(self.ids)].sum())
 
     def __contains__(self, item_id: object) -> bool:
-        return isinstance(item_id, str) and item_id in self.rows and bool(self.alive[self.rows[item_id]])
+        return (
+            isinstance(item_id, str)
+            and item_id in self.rows
+            and bool(self.alive[self.rows[item_id]])
+        )
 
     @property
     def matrix(self) -> np.ndarray:
@@ -80,7 +84,9 @@ class KindIndex(Generic[R]):
         for person in self._people(self.records[row]):
             self.people_postings.get(person, set()).discard(row)
 
-    def upsert(self, item_id: str, record: R, vector: np.ndarray, keywords: Collection[str]) -> None:
+    def upsert(
+        self, item_id: str, record: R, vector: np.ndarray, keywords: Collection[str]
+    ) -> None:
         row = self.rows.get(item_id)
         if row is None:
             if len(self.ids) == self._matrix.shape[0]:

@@ -24,9 +24,24 @@ MONTHS["may"] = 5
 MONTHS["sept"] = 9
 WEEKDAYS = {name.lower(): i for i, name in enumerate(calendar.day_name)}
 NUMBERS = {
-    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "couple of": 2,
-    "a couple of": 2, "few": 3, "a few": 3,
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "couple of": 2,
+    "a couple of": 2,
+    "few": 3,
+    "a few": 3,
 }
 
 _MONTH_RE = (
@@ -87,8 +102,11 @@ def describe(span: TimeRange) -> str:
     start, end = span.start, span.end
     if start == end:
         return f"on {format_day(start)}"
-    if start.day == 1 and start.month == end.month and start.year == end.year and (
-        end.day == calendar.monthrange(end.year, end.month)[1]
+    if (
+        start.day == 1
+        and start.month == end.month
+        and start.year == end.year
+        and (end.day == calendar.monthrange(end.year, end.month)[1])
     ):
         return f"in {calendar.month_name[start.month]} {start.year}"
     if (start.month, start.day, end.month, end.day) == (1, 1, 12, 31) and start.year == end.year:
@@ -210,11 +228,15 @@ _RELATIVE: list[tuple[re.Pattern[str], Resolver]] = [
 _ABSOLUTE: list[tuple[re.Pattern[str], Resolver]] = [
     (re.compile(r"\b\d{4}-\d{2}-\d{2}\b"), _iso),
     (
-        re.compile(rf"\b(?P<day>\d{{1,2}})(?:st|nd|rd|th)? (?:of )?{_MONTH_RE},? (?P<year>\d{{4}})\b", re.I),
+        re.compile(
+            rf"\b(?P<day>\d{{1,2}})(?:st|nd|rd|th)? (?:of )?{_MONTH_RE},? (?P<year>\d{{4}})\b", re.I
+        ),
         _abs_day,
     ),
     (
-        re.compile(rf"\b{_MONTH_RE} (?P<day>\d{{1,2}})(?:st|nd|rd|th)?,? (?P<year>\d{{4}})\b", re.I),
+        re.compile(
+            rf"\b{_MONTH_RE} (?P<day>\d{{1,2}})(?:st|nd|rd|th)?,? (?P<year>\d{{4}})\b", re.I
+        ),
         _abs_day,
     ),
     (re.compile(rf"\b{_MONTH_RE},? (?P<year>\d{{4}})\b", re.I), _abs_month),

@@ -17,7 +17,10 @@ SAMPLE = Path(__file__).resolve().parents[2] / "workers" / "samples" / "sample_c
 def run(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "workers.cli", "--quiet", "--data-dir", str(data), *args],
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
 
 
@@ -69,7 +72,9 @@ def test_bad_input_names_the_problem_and_stores_nothing(tmp_path: Path) -> None:
     bad_speaker = tmp_path / "bad_speaker.json"
     bad_speaker.write_text(json.dumps(good), encoding="utf-8")
     _assert_clean_error(
-        run(tmp_path, "ingest", "--space", "x", str(bad_speaker)), "unknown speaker 'Mallory'", "sessions.2"
+        run(tmp_path, "ingest", "--space", "x", str(bad_speaker)),
+        "unknown speaker 'Mallory'",
+        "sessions.2",
     )
 
     empty = tmp_path / "empty.json"
@@ -77,16 +82,27 @@ def test_bad_input_names_the_problem_and_stores_nothing(tmp_path: Path) -> None:
     _assert_clean_error(run(tmp_path, "ingest", "--space", "x", str(empty)), "'sessions' is empty")
 
     missing = tmp_path / "missing.json"
-    missing.write_text(json.dumps({"session_id": "a", "participants": ["A"],
-                                   "turns": [{"speaker": "A", "text": "hi there friend"}]}))
+    missing.write_text(
+        json.dumps(
+            {
+                "session_id": "a",
+                "participants": ["A"],
+                "turns": [{"speaker": "A", "text": "hi there friend"}],
+            }
+        )
+    )
     _assert_clean_error(run(tmp_path, "ingest", "--space", "x", str(missing)), "started_at")
 
     # a valid file beside a bad one: nothing is stored from either
-    _assert_clean_error(run(tmp_path, "ingest", "--space", "x", str(SAMPLE), str(broken)), "malformed JSON")
+    _assert_clean_error(
+        run(tmp_path, "ingest", "--space", "x", str(SAMPLE), str(broken)), "malformed JSON"
+    )
     assert counts(tmp_path, "x") == ["0", "0", "0", "0"]
 
 
 def test_unknown_space_is_a_clear_error(tmp_path: Path) -> None:
-    _assert_clean_error(run(tmp_path, "ingest", "--space", "nope", str(SAMPLE)), "space 'nope' does not exist")
+    _assert_clean_error(
+        run(tmp_path, "ingest", "--space", "nope", str(SAMPLE)), "space 'nope' does not exist"
+    )
     _assert_clean_error(run(tmp_path, "search", "--space", "nope", "anything"), "does not exist")
     _assert_clean_error(run(tmp_path, "facts", "--space", "nope"), "does not exist")

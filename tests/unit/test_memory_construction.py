@@ -24,8 +24,10 @@ def _events(ctx) -> list[Event]:  # type: ignore[no-untyped-def]
 
 def _seed(ctx, texts: list[tuple[str, tuple[float, ...]]], people=("Ann",)):  # type: ignore[no-untyped-def]
     rec = session_record("s0", 0, WHEN, list(people))
-    drafts = [draft(rec, t, unit(*v), [t.split()[1].lower()], list(people), index=i)
-              for i, (t, v) in enumerate(texts)]
+    drafts = [
+        draft(rec, t, unit(*v), [t.split()[1].lower()], list(people), index=i)
+        for i, (t, v) in enumerate(texts)
+    ]
     return commit_facts(ctx, rec, drafts)
 
 
@@ -40,7 +42,9 @@ def test_first_fact_stands_alone_without_an_llm_call(tmp_path: Path) -> None:
 
 def test_candidates_but_none_selected_leaves_the_fact_standalone(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path)
-    stats = _seed(ctx, [("Ann paints landscapes.", (1, 0, 0, 0)), ("Ann runs marathons.", (0, 1, 0, 0))])
+    stats = _seed(
+        ctx, [("Ann paints landscapes.", (1, 0, 0, 0)), ("Ann runs marathons.", (0, 1, 0, 0))]
+    )
     assert stats.facts_stored == 2 and _events(ctx) == []
     assert all(f.event_ids == [] for f in _facts(ctx).values())
 
@@ -49,7 +53,10 @@ def test_pairing_with_standalone_facts_creates_an_event(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path)
     assert isinstance(ctx.backend, ScriptedBackend)
     ctx.backend.links["Ann bought paint brushes."] = ["Ann paints landscapes."]
-    stats = _seed(ctx, [("Ann paints landscapes.", (1, 0, 0, 0)), ("Ann bought paint brushes.", (0.7, 0.7, 0, 0))])
+    stats = _seed(
+        ctx,
+        [("Ann paints landscapes.", (1, 0, 0, 0)), ("Ann bought paint brushes.", (0.7, 0.7, 0, 0))],
+    )
     events = _events(ctx)
     assert stats.events_created == 1 and len(events) == 1
     facts = _facts(ctx)
@@ -63,11 +70,14 @@ def test_a_fact_whose_match_is_in_an_event_is_absorbed(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path)
     ctx.backend.links["Ann bought paint brushes."] = ["Ann paints landscapes."]  # type: ignore[attr-defined]
     ctx.backend.links["Ann framed a painting."] = ["Ann bought paint brushes."]  # type: ignore[attr-defined]
-    stats = _seed(ctx, [
-        ("Ann paints landscapes.", (1, 0, 0, 0)),
-        ("Ann bought paint brushes.", (0.7, 0.7, 0, 0)),
-        ("Ann framed a painting.", (0.5, 0.5, 0.7, 0)),
-    ])
+    stats = _seed(
+        ctx,
+        [
+            ("Ann paints landscapes.", (1, 0, 0, 0)),
+            ("Ann bought paint brushes.", (0.7, 0.7, 0, 0)),
+            ("Ann framed a painting.", (0.5, 0.5, 0.7, 0)),
+        ],
+    )
     events = _events(ctx)
     assert stats.events_created == 1 and len(events) == 1
     assert len(events[0].fact_ids) == 3
@@ -80,13 +90,16 @@ def test_a_fact_joins_every_event_of_its_selected_facts(tmp_path: Path) -> None:
     links["Ann bought paint brushes."] = ["Ann paints landscapes."]
     links["Ann ran in Boston."] = ["Ann runs marathons."]
     links["Ann painted the Boston marathon."] = ["Ann bought paint brushes.", "Ann ran in Boston."]
-    _seed(ctx, [
-        ("Ann paints landscapes.", (1, 0, 0, 0)),
-        ("Ann runs marathons.", (0, 1, 0, 0)),
-        ("Ann bought paint brushes.", (0.7, 0, 0.7, 0)),
-        ("Ann ran in Boston.", (0, 0.7, 0.7, 0)),
-        ("Ann painted the Boston marathon.", (0.5, 0.5, 0.5, 0.5)),
-    ])
+    _seed(
+        ctx,
+        [
+            ("Ann paints landscapes.", (1, 0, 0, 0)),
+            ("Ann runs marathons.", (0, 1, 0, 0)),
+            ("Ann bought paint brushes.", (0.7, 0, 0.7, 0)),
+            ("Ann ran in Boston.", (0, 0.7, 0.7, 0)),
+            ("Ann painted the Boston marathon.", (0.5, 0.5, 0.5, 0.5)),
+        ],
+    )
     events = _events(ctx)
     assert len(events) == 2
     joined = _facts(ctx)["Ann painted the Boston marathon."]
@@ -99,12 +112,15 @@ def test_selected_standalone_facts_join_the_first_event_with_the_new_fact(tmp_pa
     links = ctx.backend.links  # type: ignore[attr-defined]
     links["Ann bought paint brushes."] = ["Ann paints landscapes."]
     links["Ann sold a painting."] = ["Ann bought paint brushes.", "Ann visits galleries."]
-    _seed(ctx, [
-        ("Ann paints landscapes.", (1, 0, 0, 0)),
-        ("Ann bought paint brushes.", (0.7, 0.7, 0, 0)),
-        ("Ann visits galleries.", (0.6, 0, 0.8, 0)),
-        ("Ann sold a painting.", (0.5, 0.5, 0.5, 0.5)),
-    ])
+    _seed(
+        ctx,
+        [
+            ("Ann paints landscapes.", (1, 0, 0, 0)),
+            ("Ann bought paint brushes.", (0.7, 0.7, 0, 0)),
+            ("Ann visits galleries.", (0.6, 0, 0.8, 0)),
+            ("Ann sold a painting.", (0.5, 0.5, 0.5, 0.5)),
+        ],
+    )
     (event,) = _events(ctx)
     facts = _facts(ctx)
     assert facts["Ann visits galleries."].event_ids == [event.id]
@@ -125,7 +141,11 @@ def test_near_duplicate_is_dropped_and_its_turns_kept_as_provenance(tmp_path: Pa
     ctx = make_ctx(tmp_path)
     _seed(ctx, [("Ann paints landscapes.", (1, 0, 0, 0))])
     rec = session_record("s1", 1, WHEN, ["Ann"])
-    stats = commit_facts(ctx, rec, [draft(rec, "Ann paints landscapes a lot.", unit(1, 0.05, 0, 0), ["paints"], ["Ann"])])
+    stats = commit_facts(
+        ctx,
+        rec,
+        [draft(rec, "Ann paints landscapes a lot.", unit(1, 0.05, 0, 0), ["paints"], ["Ann"])],
+    )
     assert stats.duplicates_dropped == 1 and stats.facts_stored == 0
     (kept,) = _facts(ctx).values()
     assert kept.all_turn_ids() == ["s0:0", "s1:0"]
@@ -136,10 +156,24 @@ def test_same_words_at_disjoint_times_are_not_duplicates(tmp_path: Path) -> None
     rec = session_record("s0", 0, WHEN, ["Ann"])
     may = TimeRange(start=date(2023, 5, 7), end=date(2023, 5, 7))
     june = TimeRange(start=date(2023, 6, 3), end=date(2023, 6, 3))
-    stats = commit_facts(ctx, rec, [
-        draft(rec, "Ann went hiking on 7 May 2023.", unit(1, 0, 0, 0), ["hiking"], ["Ann"], 0, may),
-        draft(rec, "Ann went hiking on 3 June 2023.", unit(1, 0.01, 0, 0), ["hiking"], ["Ann"], 1, june),
-    ])
+    stats = commit_facts(
+        ctx,
+        rec,
+        [
+            draft(
+                rec, "Ann went hiking on 7 May 2023.", unit(1, 0, 0, 0), ["hiking"], ["Ann"], 0, may
+            ),
+            draft(
+                rec,
+                "Ann went hiking on 3 June 2023.",
+                unit(1, 0.01, 0, 0),
+                ["hiking"],
+                ["Ann"],
+                1,
+                june,
+            ),
+        ],
+    )
     assert stats.facts_stored == 2 and stats.duplicates_dropped == 0
 
 
@@ -151,7 +185,9 @@ def test_conflict_update_rewrites_the_old_fact_and_keeps_its_history(tmp_path: P
         store=False, updates=[FactUpdate(fact_id=old.id, text="Ann lives in Denver.")]
     )
     rec = session_record("s1", 1, datetime(2024, 6, 1), ["Ann"])
-    stats = commit_facts(ctx, rec, [draft(rec, "Ann lives in Denver.", unit(0.8, 0.6, 0, 0), ["lives"], ["Ann"])])
+    stats = commit_facts(
+        ctx, rec, [draft(rec, "Ann lives in Denver.", unit(0.8, 0.6, 0, 0), ["lives"], ["Ann"])]
+    )
     assert stats.updates == 1 and stats.facts_stored == 0
     (fact,) = _facts(ctx).values()
     assert fact.id == old.id and fact.text == "Ann lives in Denver."
@@ -168,7 +204,9 @@ def test_verifier_cannot_update_facts_it_was_not_shown(tmp_path: Path) -> None:
         updates=[FactUpdate(fact_id=cat.id, text="rewritten")]
     )
     rec = session_record("s1", 1, WHEN, ["Ann"])
-    stats = commit_facts(ctx, rec, [draft(rec, "Ann lives in Denver.", unit(0.8, 0.6, 0, 0), ["lives"], ["Ann"])])
+    stats = commit_facts(
+        ctx, rec, [draft(rec, "Ann lives in Denver.", unit(0.8, 0.6, 0, 0), ["lives"], ["Ann"])]
+    )
     assert stats.updates == 0 and _facts(ctx)["Ann owns a cat."].text == "Ann owns a cat."
 
 
@@ -177,9 +215,12 @@ def test_event_summary_is_embedded_once_per_commit(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path, encoder)
     ctx.backend.links["Ann bought paint brushes."] = ["Ann paints landscapes."]  # type: ignore[attr-defined]
     ctx.backend.links["Ann framed a painting."] = ["Ann bought paint brushes."]  # type: ignore[attr-defined]
-    _seed(ctx, [
-        ("Ann paints landscapes.", (1, 0, 0, 0)),
-        ("Ann bought paint brushes.", (0.7, 0.7, 0, 0)),
-        ("Ann framed a painting.", (0.5, 0.5, 0.7, 0)),
-    ])
+    _seed(
+        ctx,
+        [
+            ("Ann paints landscapes.", (1, 0, 0, 0)),
+            ("Ann bought paint brushes.", (0.7, 0.7, 0, 0)),
+            ("Ann framed a painting.", (0.5, 0.5, 0.7, 0)),
+        ],
+    )
     assert encoder.calls == 1

@@ -14,54 +14,100 @@ from tests.helpers import TableEncoder, draft, make_ctx, session_record, unit
 
 def _profile(content: str, t_from: date, history: list[ProfileVersion] | None = None) -> Profile:
     return Profile(
-        id="p1", tenant="t", space="s", person="Ann", content=content, keywords=["live"],
-        evidence_fact_ids=["f0"], t_from=t_from, history=history or [],
+        id="p1",
+        tenant="t",
+        space="s",
+        person="Ann",
+        content=content,
+        keywords=["live"],
+        evidence_fact_ids=["f0"],
+        t_from=t_from,
+        history=history or [],
     )
 
 
 def _cand(content: str, day: date, fact_id: str = "f9") -> ProfileCandidate:
     return ProfileCandidate(
-        person="Ann", content=content, keywords=["live"], fact_id=fact_id,
+        person="Ann",
+        content=content,
+        keywords=["live"],
+        fact_id=fact_id,
         valid_from=datetime.combine(day, datetime.min.time()),
     )
 
 
 def test_update_current_closes_the_old_version_where_the_new_begins() -> None:
-    p = update_current(_profile("Ann lives in Boston.", date(2024, 3, 4)),
-                       _cand("Ann lives in Denver.", date(2024, 6, 2)), "Ann lives in Denver.")
-    assert (p.content, p.t_from, p.evidence_fact_ids) == ("Ann lives in Denver.", date(2024, 6, 2), ["f9"])
+    p = update_current(
+        _profile("Ann lives in Boston.", date(2024, 3, 4)),
+        _cand("Ann lives in Denver.", date(2024, 6, 2)),
+        "Ann lives in Denver.",
+    )
+    assert (p.content, p.t_from, p.evidence_fact_ids) == (
+        "Ann lives in Denver.",
+        date(2024, 6, 2),
+        ["f9"],
+    )
     (old,) = p.history
-    assert (old.content, old.t_from, old.t_to) == ("Ann lives in Boston.", date(2024, 3, 4), date(2024, 6, 2))
+    assert (old.content, old.t_from, old.t_to) == (
+        "Ann lives in Boston.",
+        date(2024, 3, 4),
+        date(2024, 6, 2),
+    )
     assert p.version_at(date(2024, 6, 1)) == old
     assert p.version_at(date(2024, 6, 2)) is p
     assert p.version_at(date(2024, 3, 3)) is None
 
 
 def test_modify_history_prepends_a_state_before_all_known_ones() -> None:
-    p = modify_history(_profile("Ann lives in Denver.", date(2024, 6, 2)),
-                       _cand("Ann lived in Austin.", date(2020, 1, 1)), "Ann lived in Austin.")
+    p = modify_history(
+        _profile("Ann lives in Denver.", date(2024, 6, 2)),
+        _cand("Ann lived in Austin.", date(2020, 1, 1)),
+        "Ann lived in Austin.",
+    )
     assert p.content == "Ann lives in Denver."
     (v,) = p.history
-    assert (v.content, v.t_from, v.t_to) == ("Ann lived in Austin.", date(2020, 1, 1), date(2024, 6, 2))
+    assert (v.content, v.t_from, v.t_to) == (
+        "Ann lived in Austin.",
+        date(2020, 1, 1),
+        date(2024, 6, 2),
+    )
 
 
 def test_modify_history_splits_the_version_that_covered_the_day() -> None:
-    boston = ProfileVersion(content="Boston", keywords=[], evidence_fact_ids=["f1"],
-                            t_from=date(2020, 1, 1), t_to=date(2024, 6, 2))
-    p = modify_history(_profile("Denver", date(2024, 6, 2), [boston]),
-                       _cand("Chicago", date(2022, 1, 1)), "Chicago")
+    boston = ProfileVersion(
+        content="Boston",
+        keywords=[],
+        evidence_fact_ids=["f1"],
+        t_from=date(2020, 1, 1),
+        t_to=date(2024, 6, 2),
+    )
+    p = modify_history(
+        _profile("Denver", date(2024, 6, 2), [boston]),
+        _cand("Chicago", date(2022, 1, 1)),
+        "Chicago",
+    )
     got = [(v.content, v.t_from, v.t_to) for v in p.history]
-    assert got == [("Boston", date(2020, 1, 1), date(2022, 1, 1)),
-                   ("Chicago", date(2022, 1, 1), date(2024, 6, 2))]
+    assert got == [
+        ("Boston", date(2020, 1, 1), date(2022, 1, 1)),
+        ("Chicago", date(2022, 1, 1), date(2024, 6, 2)),
+    ]
     assert p.version_at(date(2023, 5, 1)).content == "Chicago"  # type: ignore[union-attr]
     assert p.version_at(date(2021, 5, 1)).content == "Boston"  # type: ignore[union-attr]
 
 
 def test_modify_history_on_the_first_day_of_a_version_replaces_it() -> None:
-    boston = ProfileVersion(content="Boston", keywords=[], evidence_fact_ids=["f1"],
-                            t_from=date(2020, 1, 1), t_to=date(2024, 6, 2))
-    p = modify_history(_profile("Denver", date(2024, 6, 2), [boston]),
-                       _cand("Cambridge", date(2020, 1, 1)), "Cambridge")
+    boston = ProfileVersion(
+        content="Boston",
+        keywords=[],
+        evidence_fact_ids=["f1"],
+        t_from=date(2020, 1, 1),
+        t_to=date(2024, 6, 2),
+    )
+    p = modify_history(
+        _profile("Denver", date(2024, 6, 2), [boston]),
+        _cand("Cambridge", date(2020, 1, 1)),
+        "Cambridge",
+    )
     assert [(v.content, v.t_from, v.t_to) for v in p.history] == [
         ("Cambridge", date(2020, 1, 1), date(2024, 6, 2))
     ]
@@ -72,11 +118,17 @@ def test_batch_creates_then_updates_with_history_and_clears_pending(tmp_path: Pa
     encoder = TableEncoder({boston: unit(1, 0, 0, 0), denver: unit(0.8, 0.6, 0, 0)})
     ctx = make_ctx(tmp_path, encoder, scripted=False)
     r1 = session_record("s1", 0, datetime(2024, 3, 4, 10), ["Ann"])
-    commit_facts(ctx, r1, [draft(r1, boston, unit(1, 0, 0, 0), ["live", "boston"], ["Ann"], profile=True)])
+    commit_facts(
+        ctx, r1, [draft(r1, boston, unit(1, 0, 0, 0), ["live", "boston"], ["Ann"], profile=True)]
+    )
     s1 = profile_batch(ctx, r1)
     assert s1.profile_changes == 1
     r2 = session_record("s2", 1, datetime(2024, 6, 2, 10), ["Ann"])
-    commit_facts(ctx, r2, [draft(r2, denver, unit(0.8, 0.6, 0, 0), ["live", "denver"], ["Ann"], profile=True)])
+    commit_facts(
+        ctx,
+        r2,
+        [draft(r2, denver, unit(0.8, 0.6, 0, 0), ["live", "denver"], ["Ann"], profile=True)],
+    )
     s2 = profile_batch(ctx, r2)
     assert s2.profile_changes == 1 and s2.llm_calls == 2  # candidates call + one update decision
     (profile,) = ctx.index("t", "s").profiles.items()
