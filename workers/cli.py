@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import shutil
 import sys
@@ -39,6 +40,7 @@ def _context(args: argparse.Namespace) -> tuple[MemoryContext, str]:
                 "local mode allows one process (use a Qdrant server URL for more)"
             ) from None
         raise
+    atexit.register(ctx.store.close)
     return ctx, args.tenant or settings.tenant
 
 

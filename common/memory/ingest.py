@@ -31,7 +31,6 @@ def accept(
     ctx: MemoryContext, tenant: str, space: str, session: SessionInput
 ) -> tuple[SessionRecord, bool]:
     """The session's record (existing or new) and whether it still needs work."""
-    records.require_space(ctx.store, tenant, space)
     digest = session_hash(session)
     existing = records.get_session(ctx.store, tenant, space, session.session_id)
     if existing is not None:
@@ -60,10 +59,10 @@ def ingest_session(
     ctx: MemoryContext, tenant: str, space: str, session: SessionInput
 ) -> IngestOutcome:
     """Run every stage a session still needs; re-ingesting a finished session does nothing."""
+    space_record = records.require_space(ctx.store, tenant, space)
     record, pending = accept(ctx, tenant, space, session)
     if not pending:
         return IngestOutcome(session.session_id, "unchanged", CommitStats())
-    space_record = records.require_space(ctx.store, tenant, space)
     stats = CommitStats()
     if record.status == "committing":
         drafts = draft_session(ctx, tenant, space, session, space_record.participants)

@@ -10,6 +10,7 @@ from datetime import UTC, date, datetime
 
 import numpy as np
 
+from common.errors import InvalidInput
 from common.llm.contracts import Answer, EvidenceItem, QueryIntent
 from common.memory.context import MemoryContext
 from common.memory.verify import time_compatible
@@ -49,7 +50,7 @@ def search(
 ) -> SearchResult:
     """Top-k facts for a question by S_h after the intent's filters."""
     if not question.strip():
-        raise ValueError("question is empty")
+        raise InvalidInput("the question is empty")
     space_record = records.require_space(ctx.store, tenant, space)
     index = ctx.index(tenant, space)
     now = now or datetime.now(UTC).replace(tzinfo=None)
