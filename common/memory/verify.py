@@ -24,14 +24,7 @@ def view(fact: Fact, score: float | None = None) -> FactView:
 
 def time_compatible(index: SpaceIndex, mask: np.ndarray, span: TimeRange | None) -> np.ndarray:
     """Drop rows whose anchored event time is known and disjoint from `span`."""
-    if span is None:
-        return mask
-    out = mask.copy()
-    for row in np.flatnonzero(mask):
-        other = index.facts.records[row].time.event
-        if other is not None and not other.overlaps(span):
-            out[row] = False
-    return out
+    return index.facts.time_compatible(mask, span)
 
 
 def candidate_mask(index: SpaceIndex, fact: Fact) -> np.ndarray:

@@ -14,7 +14,7 @@ from typing import Generic, TypeVar
 import numpy as np
 from pydantic import BaseModel
 
-from common.models.memory import Event, Fact, Profile
+from common.models.memory import Event, Fact, Profile, TimeRange
 from common.settings import SimilaritySettings
 from common.store.qdrant import Kind, QdrantStore
 
@@ -32,9 +32,18 @@ class Scored:
 class KindIndex(Generic[R]):
     """Rows of one kind of record: vectors, keyword and participant postings."""
 
-    def __init__(self, dimension: int, people: Callable[[R], Iterable[str]]) -> None:
+    def __init__(
+        self,
+        dimension: int,
+        people: Callable[[R], Iterable[str]],
+        span: Callable[[R], TimeRange | None] | None = None,
+    ) -> None:
         self._dim = dimension
         self._people = people
+        self._span = span
+        # Day ordinals of each row's time span; -1 where unknown.
+        self._start = np.full(64, -1, dtype=np.int64)
+        self._end = np.full(64, -1, dtype=np.int64)
         self._matrix = np.zeros((64, dimension), dtype=np.float32)
         self.ids: list[str] = []
         self.rows: dict[str, int] = {}
@@ -77,6 +86,9 @@ class KindIndex(Generic[R]):
         self._kw_len = np.concatenate(
             [self._kw_len, np.zeros(cap - self._kw_len.size, dtype=np.float32)]
         )
+        pad = np.full(cap - self._start.size, -1, dtype=np.int64)
+        self._start = np.concatenate([self._start, pad])
+        self._end = np.concatenate([self._end, pad])
 
     def _unindex(self, row: int) -> None:
         for kw in self._kw[row]:
@@ -101,6 +113,9 @@ class KindIndex(Generic[R]):
             self.records[row] = record
         self._matrix[row] = vector
         self.alive[row] = True
+        span = self._span(record) if self._span else None
+        self._start[row] = span.start.toordinal() if span else -1
+        self._end[row] = span.end.toordinal() if span else -1
         kws = frozenset(keywords)
         self._kw[row] = kws
         self._kw_len[row] = len(kws)
@@ -128,6 +143,15 @@ class KindIndex(Generic[R]):
             if rows:
                 hit[list(rows)] = True
         return alive & hit
+
+    def time_compatible(self, mask: np.ndarray, span: TimeRange | None) -> np.ndarray:
+        """`mask` without rows whose known time span is disjoint from `span`."""
+        if span is None:
+            return mask
+        n = len(self.ids)
+        start, end = self._start[:n], self._end[:n]
+        ok = (start < 0) | ((start <= span.end.toordinal()) & (span.start.toordinal() <= end))
+        return mask & ok
 
     def jaccard(self, keywords: Collection[str]) -> np.ndarray:
         """Jaccard(keywords, row keywords) for every row, through the postings."""
@@ -175,6 +199,10 @@ def _fact_people(fact: Fact) -> list[str]:
     return fact.participants
 
 
+def _fact_span(fact: Fact) -> TimeRange | None:
+    return fact.time.event
+
+
 def _event_people(event: Event) -> list[str]:
     return event.participants
 
@@ -196,7 +224,7 @@ class SpaceIndex:
     profiles: KindIndex[Profile] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.facts = KindIndex(self.dimension, _fact_people)
+        self.facts = KindIndex(self.dimension, _fact_people, _fact_span)
         self.events = KindIndex(self.dimension, _event_people)
         self.profiles = KindIndex(self.dimension, _profile_people)
 
