@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
+
 from common.embeddings import Embedder
 from common.llm.base import LLMBackend
 from common.llm.rules import RulesBackend
@@ -22,6 +24,17 @@ def get_embedder(cfg: EmbeddingSettings) -> Embedder:
         if key not in _EMBEDDERS:
             _EMBEDDERS[key] = Embedder(cfg)
         return _EMBEDDERS[key]
+
+
+class LazyEmbedder:
+    """The process's embedder, loaded on the first encode: listing memory needs no model."""
+
+    def __init__(self, cfg: EmbeddingSettings) -> None:
+        self._cfg = cfg
+        self.dimension = cfg.dimension
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return get_embedder(self._cfg).encode(texts)
 
 
 def reset() -> None:
@@ -44,6 +57,6 @@ def build_context(settings: Settings | None = None) -> MemoryContext:
     return MemoryContext(
         settings=settings,
         store=QdrantStore(settings.store, settings.embedding.dimension),
-        embedder=get_embedder(settings.embedding),
+        embedder=LazyEmbedder(settings.embedding),
         backend=make_backend(settings),
     )

@@ -73,6 +73,3 @@ class Embedder:
                 show_progress_bar=False,
             )
         return np.asarray(vectors, dtype=np.float32)
-
-    def encode_one(self, text: str) -> np.ndarray:
-        return self.encode([text])[0]

@@ -108,17 +108,19 @@ def run_profile_batch(
             decision = ProfileDecision(action="create", content=cand.content)
         else:
             stats.llm_calls += 1
-            views = [
-                ProfileView(
-                    id=r.id,
-                    person=index.profiles.get(r.id).person,
-                    content=index.profiles.get(r.id).content,
-                    keywords=index.profiles.get(r.id).keywords,
-                    t_from=_midnight(index.profiles.get(r.id).t_from),
-                    score=r.score,
+            views = []
+            for r in ranked:
+                known = index.profiles.get(r.id)
+                views.append(
+                    ProfileView(
+                        id=r.id,
+                        person=known.person,
+                        content=known.content,
+                        keywords=known.keywords,
+                        t_from=_midnight(known.t_from),
+                        score=r.score,
+                    )
                 )
-                for r in ranked
-            ]
             decision = ctx.backend.update_profile(cand, views)
         _apply(ctx, index, cand, vector, decision, changes, stats)
     for fact in pending:

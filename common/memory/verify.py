@@ -7,7 +7,7 @@ import numpy as np
 from common.llm.contracts import FactView
 from common.memory.changes import Changes, CommitStats
 from common.memory.context import MemoryContext
-from common.models.memory import Fact, FactRevision, FactTime, TimeRange
+from common.models.memory import Fact, FactRevision, FactTime
 from common.store.space_index import SpaceIndex
 
 
@@ -22,15 +22,10 @@ def view(fact: Fact, score: float | None = None) -> FactView:
     )
 
 
-def time_compatible(index: SpaceIndex, mask: np.ndarray, span: TimeRange | None) -> np.ndarray:
-    """Drop rows whose anchored event time is known and disjoint from `span`."""
-    return index.facts.time_compatible(mask, span)
-
-
 def candidate_mask(index: SpaceIndex, fact: Fact) -> np.ndarray:
     """Facts sharing a participant whose time does not rule them out."""
     mask = index.facts.mask(fact.participants)
-    return time_compatible(index, mask, fact.time.event)
+    return index.facts.time_compatible(mask, fact.time.event)
 
 
 def place_fact(

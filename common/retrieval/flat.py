@@ -13,7 +13,6 @@ import numpy as np
 from common.errors import InvalidInput
 from common.llm.contracts import Answer, EvidenceItem, QueryIntent
 from common.memory.context import MemoryContext
-from common.memory.verify import time_compatible
 from common.models.memory import Fact, Profile, ProfileVersion
 from common.store import records
 
@@ -58,7 +57,7 @@ def search(
     vector = ctx.embedder.encode([question])[0]
     k = k or ctx.settings.retrieval.final_top_k
     mask = index.facts.mask(intent.participants or None)
-    mask = time_compatible(index, mask, intent.time_range)
+    mask = index.facts.time_compatible(mask, intent.time_range)
     if not mask.any():
         mask = index.facts.mask()
     ranked = index.facts.hybrid(vector, intent.keywords, ctx.settings.similarity, mask, k=k)

@@ -15,6 +15,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from common.models.memory import Event, Fact, Profile, TimeRange
+from common.retrieval.hybrid import hybrid_many
 from common.settings import SimilaritySettings
 from common.store.qdrant import Kind, QdrantStore
 
@@ -186,7 +187,7 @@ class KindIndex(Generic[R]):
             return []
         cos = self.matrix[rows] @ vector
         jac = self.jaccard(keywords)[rows]
-        score = weights.alpha * cos + weights.beta * jac
+        score = hybrid_many(cos, jac, weights)
         order = np.lexsort((rows, -score))
         if k is not None:
             order = order[:k]
