@@ -110,6 +110,41 @@ class RulesSettings(BaseModel):
     answer_max_facts: int = 3
 
 
+class BrokerSettings(BaseModel):
+    """Celery over Redis; with no URL the same task graph runs inside one process."""
+
+    url: str | None = Field(default=None, description="e.g. redis://127.0.0.1:6379/0")
+    result_url: str | None = Field(default=None, description="defaults to `url`")
+    visibility_timeout: int = 3600
+    soft_time_limit: int = 300
+    time_limit: int = 360
+    unacked_restore_interval: float = 10.0
+    polling_interval: float = 0.01
+    worker_concurrency: int = 2
+    lock_ttl_ms: int = 400_000
+
+    @model_validator(mode="after")
+    def _limits(self) -> BrokerSettings:
+        if not self.soft_time_limit < self.time_limit < self.visibility_timeout:
+            raise ValueError(
+                "broker limits must satisfy soft_time_limit < time_limit < visibility_timeout"
+            )
+        if self.lock_ttl_ms <= self.time_limit * 1000:
+            raise ValueError("broker.lock_ttl_ms must exceed the hard time limit")
+        return self
+
+
+class PipelineSettings(BaseModel):
+    """How ingest fans out."""
+
+    extract_batch_turns: int = Field(default=8, ge=1, description="turns per extract task")
+    coordination_path: Path = Field(
+        default=Path(".atommem/coordination.sqlite"),
+        description="job and sequencing state when no broker is configured",
+    )
+    job_ttl_s: int = 7 * 24 * 3600
+
+
 class LLMSettings(BaseModel):
     """Which backend drives the LLM stages."""
 
@@ -132,6 +167,8 @@ class Settings(BaseSettings):
     graph: GraphSettings = GraphSettings()
     rules: RulesSettings = RulesSettings()
     llm: LLMSettings = LLMSettings()
+    broker: BrokerSettings = BrokerSettings()
+    pipeline: PipelineSettings = PipelineSettings()
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

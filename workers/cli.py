@@ -1,19 +1,26 @@
-"""The `atommem` command: ingest sessions, inspect memory, search and ask, on embedded defaults."""
+"""The `atommem` command: ingest sessions through the task graph, inspect memory, query.
+
+With no broker configured everything runs in this process (an embedded worker over an
+in-memory broker); with `ATOMMEM_BROKER__URL` set, sessions go to the Redis queues and the
+command waits for the workers.
+"""
 
 from __future__ import annotations
 
 import argparse
 import atexit
-import json
 import shutil
 import sys
 import time
+from collections import defaultdict
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from tqdm import tqdm
 
+from common.celery_config import celery_config
 from common.errors import AtomMemError, InvalidInput
 from common.inputs.formats import SpaceInput, read_sessions
 from common.memory.changes import CommitStats
@@ -22,26 +29,66 @@ from common.models.memory import Profile
 from common.settings import Settings, get_settings
 from common.store import records
 from common.store.qdrant import Kind
+from workers import runtime
 
 
-def _context(args: argparse.Namespace) -> tuple[MemoryContext, str]:
-    from common.deps import build_context
-
+def _settings(args: argparse.Namespace) -> Settings:
     settings: Settings = get_settings()
     if args.data_dir:
-        store = settings.store.model_copy(update={"qdrant_path": Path(args.data_dir) / "qdrant"})
-        settings = settings.model_copy(update={"store": store})
+        root = Path(args.data_dir)
+        store = settings.store.model_copy(update={"qdrant_path": root / "qdrant"})
+        pipeline = settings.pipeline.model_copy(
+            update={"coordination_path": root / "coordination.sqlite"}
+        )
+        settings = settings.model_copy(update={"store": store, "pipeline": pipeline})
+    return settings
+
+
+def _setup(args: argparse.Namespace) -> str:
+    settings = _settings(args)
+    runtime.configure(settings)
+    atexit.register(runtime.reset)
+    return str(args.tenant or settings.tenant)
+
+
+def _context() -> MemoryContext:
+    """The store, opened by this process (embedded mode, or a Qdrant server)."""
+    settings = runtime.settings()
     try:
-        ctx = build_context(settings)
+        return runtime.context()
     except RuntimeError as exc:
         if "already accessed by another instance" in str(exc):
             raise AtomMemError(
-                f"the store at {settings.store.qdrant_path} is open in another process; "
-                "local mode allows one process (use a Qdrant server URL for more)"
+                f"the store at {settings.store.qdrant_path} is open in another process (a "
+                "worker?); Qdrant local mode allows one process: use a Qdrant server URL"
             ) from None
         raise
-    atexit.register(ctx.store.close)
-    return ctx, args.tenant or settings.tenant
+
+
+def _store_reachable() -> bool:
+    """Whether this command may open the store itself (not while workers own a local one)."""
+    settings = runtime.settings()
+    return settings.broker.url is None or settings.store.qdrant_url is not None
+
+
+def _client() -> Any:
+    """A producer client; in embedded mode, also the in-process worker (resuming the journal)."""
+    from workers.celery_app import app
+    from workers.client import MemoryClient
+
+    if runtime.settings().broker.url is None:
+        from workers.embedded import EmbeddedWorker
+
+        worker = EmbeddedWorker()
+        worker.start()
+        atexit.register(worker.stop)
+        client = MemoryClient(app, runtime.coordinator())
+        resumed = client.resend_open()
+        if resumed:
+            print(f"resuming {resumed} unfinished jobs from the last run", file=sys.stderr)
+        return client
+    app.conf.update(celery_config(runtime.settings()))
+    return MemoryClient(app, runtime.coordinator())
 
 
 def _inputs(paths: Sequence[str], fmt: str) -> list[tuple[Path, SpaceInput]]:
@@ -61,49 +108,71 @@ def _inputs(paths: Sequence[str], fmt: str) -> list[tuple[Path, SpaceInput]]:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     inputs = _inputs(args.paths, args.format)
-    ctx, tenant = _context(args)
-    ctx.embedder.encode([])  # load the model before the clock starts: rates measure ingest
-    grand = CommitStats()
-    started = time.perf_counter()
+    tenant = _setup(args)
+    batches: list[tuple[str, SpaceInput]] = []
     for path, data in inputs:
         space = args.space or data.space
         if not space:
             raise InvalidInput(f"{path}: the file names no space; pass --space")
-        if args.create_space:
-            records.create_space(ctx.store, tenant, space, exist_ok=True)
-        else:
-            records.require_space(ctx.store, tenant, space)
-        from common.memory.ingest import ingest_session
+        batches.append((space, data))
+    if _store_reachable():
+        ctx = _context()
+        for space, _ in batches:
+            if args.create_space:
+                records.create_space(ctx.store, tenant, space, exist_ok=True)
+            else:
+                records.require_space(ctx.store, tenant, space)
+        ctx.embedder.encode([])  # load the model before the clock starts: rates measure ingest
+    elif args.create_space:
+        raise InvalidInput("--create-space needs the store: create spaces through a worker")
+    client = _client()
+    started = time.perf_counter()
+    jobs = []
+    for space, data in batches:
+        jobs.extend(client.submit(tenant, space, data.sessions))
+    bar = tqdm(total=len(jobs), desc="sessions", unit="session", disable=args.quiet)
 
-        total = CommitStats()
-        unchanged = 0
-        t0 = time.perf_counter()
-        bar = tqdm(data.sessions, desc=f"{space}", unit="session", disable=args.quiet, leave=False)
-        for session in bar:
-            outcome = ingest_session(ctx, tenant, space, session)
-            unchanged += outcome.status == "unchanged"
-            total.add(outcome.stats)
-            bar.set_postfix(facts=total.facts_stored)
-        seconds = time.perf_counter() - t0
-        grand.add(total)
-        counts = {
-            k.value: ctx.store.count(k, tenant, space)
-            for k in (Kind.FACTS, Kind.EVENTS, Kind.PROFILES)
-        }
-        rate = total.facts_in / seconds if seconds > 0 else 0.0
-        print(
-            f"{space}: {len(data.sessions)} sessions ({unchanged} unchanged), "
-            f"{total.facts_in} facts in, {total.facts_stored} stored, "
-            f"{total.duplicates_dropped} duplicates, {total.updates} updates, "
-            f"{total.events_created} events created | space now {counts['facts']} facts, "
-            f"{counts['events']} events, {counts['profiles']} profiles | "
-            f"{seconds:.1f}s, {rate:.0f} facts/s"
-        )
+    def progress(done: int) -> None:
+        bar.update(done - bar.n)
+
+    finished = client.wait(tenant, [j.job_id for j in jobs], on_progress=progress)
+    bar.close()
     seconds = time.perf_counter() - started
-    if len(inputs) > 1:
-        rate = grand.facts_in / seconds if seconds > 0 else 0.0
-        print(f"total: {grand.facts_in} facts in {seconds:.1f}s ({rate:.0f} facts/s)")
-    return 0
+    return _report(tenant, finished, seconds)
+
+
+def _report(tenant: str, finished: list[Any], seconds: float) -> int:
+    per_space: dict[str, CommitStats] = defaultdict(CommitStats)
+    failed = [j for j in finished if j.state == "failed"]
+    sessions: dict[str, int] = defaultdict(int)
+    unchanged: dict[str, int] = defaultdict(int)
+    for job in finished:
+        sessions[job.space] += 1
+        unchanged[job.space] += job.unchanged
+        per_space[job.space].add(CommitStats.model_validate(job.counts))
+    for space, total in per_space.items():
+        line = (
+            f"{space}: {sessions[space]} sessions ({unchanged[space]} unchanged), "
+            f"{total.facts_in} facts in, "
+            f"{total.facts_stored} stored, {total.duplicates_dropped} duplicates, "
+            f"{total.updates} updates, {total.events_created} events created"
+        )
+        if _store_reachable():
+            ctx = _context()
+            counts = [
+                ctx.store.count(k, tenant, space) for k in (Kind.FACTS, Kind.EVENTS, Kind.PROFILES)
+            ]
+            line += f" | space now {counts[0]} facts, {counts[1]} events, {counts[2]} profiles"
+        print(line)
+    facts = sum(s.facts_in for s in per_space.values())
+    rate = facts / seconds if seconds > 0 else 0.0
+    print(f"total: {len(finished)} sessions, {facts} facts in {seconds:.1f}s ({rate:.0f} facts/s)")
+    for job in failed:
+        print(
+            f"failed: {job.space}/{job.session_id} (job {job.job_id}): {job.reason}",
+            file=sys.stderr,
+        )
+    return 1 if failed else 0
 
 
 def _space(ctx: MemoryContext, tenant: str, space: str) -> None:
@@ -111,7 +180,8 @@ def _space(ctx: MemoryContext, tenant: str, space: str) -> None:
 
 
 def cmd_facts(args: argparse.Namespace) -> int:
-    ctx, tenant = _context(args)
+    tenant = _setup(args)
+    ctx = _context()
     _space(ctx, tenant, args.space)
     facts = sorted(
         ctx.index(tenant, args.space).facts.items(),
@@ -131,7 +201,8 @@ def cmd_facts(args: argparse.Namespace) -> int:
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    ctx, tenant = _context(args)
+    tenant = _setup(args)
+    ctx = _context()
     _space(ctx, tenant, args.space)
     index = ctx.index(tenant, args.space)
     events = index.events.items()
@@ -155,7 +226,8 @@ def print_profile(profile: Profile) -> None:
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:
-    ctx, tenant = _context(args)
+    tenant = _setup(args)
+    ctx = _context()
     _space(ctx, tenant, args.space)
     profiles = sorted(
         ctx.index(tenant, args.space).profiles.items(), key=lambda p: (p.person, p.t_from)
@@ -169,36 +241,21 @@ def cmd_profiles(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_hits(result: object) -> None:
-    from common.retrieval.flat import SearchResult
-
-    assert isinstance(result, SearchResult)
-    for rank, hit in enumerate(result.hits, 1):
-        turns = ",".join(hit.fact.all_turn_ids())
-        print(f"  {rank:2d}. {hit.score:.3f}  {hit.fact.text}  [{turns}]")
-    for profile, version in result.profiles:
-        print(f"  profile {profile.person}: {version.content} (from {version.t_from})")
+def _print_hits(result: dict[str, Any], limit: int | None = None) -> None:
+    for rank, hit in enumerate(result["hits"][:limit], 1):
+        print(f"  {rank:2d}. {hit['score']:.3f}  {hit['text']}  [{','.join(hit['turn_ids'])}]")
+    for profile in result["profiles"][:limit]:
+        since = profile["valid_from"]
+        print(f"  profile {profile['person']} (valid from {since}): {profile['content']}")
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from common.retrieval.flat import search
-
-    ctx, tenant = _context(args)
-    result = search(ctx, tenant, args.space, args.question, k=args.k)
+    tenant = _setup(args)
+    result = _client().search(tenant, args.space, args.question, k=args.k)
     if args.json:
-        print(
-            json.dumps(
-                [
-                    {
-                        "fact_id": h.fact.id,
-                        "text": h.fact.text,
-                        "score": h.score,
-                        "turn_ids": h.fact.all_turn_ids(),
-                    }
-                    for h in result.hits
-                ]
-            )
-        )
+        import json
+
+        print(json.dumps(result["hits"]))
         return 0
     print(f"Q: {args.question}")
     _print_hits(result)
@@ -206,35 +263,32 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from common.retrieval.flat import ask
-
-    ctx, tenant = _context(args)
-    result = ask(ctx, tenant, args.space, args.question)
-    print(f"Q: {args.question}\nA: {result.answer.text}")
+    tenant = _setup(args)
+    result = _client().ask(tenant, args.space, args.question)
+    print(f"Q: {args.question}\nA: {result['answer']}")
     print("  evidence:")
-    _print_hits(result.search)
+    _print_hits(result)
     return 0
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    ctx, tenant = _context(args)
-    spaces = (
-        [records.require_space(ctx.store, tenant, args.space)]
-        if args.space
-        else records.list_spaces(ctx.store, tenant)
-    )
+    tenant = _setup(args)
+    ctx = _context()
+    if args.space:
+        spaces = [records.require_space(ctx.store, tenant, args.space)]
+    else:
+        spaces = records.list_spaces(ctx.store, tenant)
     print(f"{'space':<20} {'sessions':>8} {'facts':>7} {'events':>7} {'profiles':>8}")
+    kinds = (Kind.SESSIONS, Kind.FACTS, Kind.EVENTS, Kind.PROFILES)
     for sp in spaces:
-        counts = [
-            ctx.store.count(k, tenant, sp.space)
-            for k in (Kind.SESSIONS, Kind.FACTS, Kind.EVENTS, Kind.PROFILES)
-        ]
+        counts = [ctx.store.count(k, tenant, sp.space) for k in kinds]
         print(f"{sp.space:<20} {counts[0]:>8} {counts[1]:>7} {counts[2]:>7} {counts[3]:>8}")
     return 0
 
 
 def cmd_space(args: argparse.Namespace) -> int:
-    ctx, tenant = _context(args)
+    tenant = _setup(args)
+    ctx = _context()
     if args.action == "create":
         if not args.name:
             raise InvalidInput("space create needs a NAME")
@@ -246,6 +300,20 @@ def cmd_space(args: argparse.Namespace) -> int:
     else:
         for sp in records.list_spaces(ctx.store, tenant):
             print(f"{sp.space}\t{', '.join(sp.participants)}")
+    return 0
+
+
+def cmd_job(args: argparse.Namespace) -> int:
+    tenant = _setup(args)
+    client = _client()
+    job = (
+        client.retry(tenant, args.job_id)
+        if args.action == "retry"
+        else client.job(tenant, args.job_id)
+    )
+    if args.action == "retry":
+        job = client.wait(tenant, [job.job_id])[0]
+    print(job.model_dump_json(indent=2))
     return 0
 
 
@@ -261,9 +329,6 @@ DEMO_QUESTIONS = [
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Ingest the bundled sample conversation into a fresh store and answer from memory."""
-    from common.memory.ingest import ingest_session
-    from common.retrieval.flat import ask
-
     data_dir = Path(args.data_dir or ".atommem/demo")
     if data_dir.exists():
         shutil.rmtree(data_dir)
@@ -271,17 +336,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
     sample = resources.files("workers").joinpath("samples/sample_conversation.json")
     with resources.as_file(sample) as path:
         data = read_sessions(Path(path))
-    ctx, tenant = _context(args)
+    tenant = _setup(args)
+    if runtime.settings().broker.url is not None:
+        raise InvalidInput("the demo runs on embedded defaults: unset ATOMMEM_BROKER__URL")
+    ctx = _context()
     space = data.space or "demo"
     records.create_space(ctx.store, tenant, space)
+    client = _client()
     print(f"== Ingesting {len(data.sessions)} sessions into space {space!r} (store: {data_dir})")
-    for session in data.sessions:
-        s = ingest_session(ctx, tenant, space, session).stats
+    jobs = client.submit(tenant, space, data.sessions)
+    for session, job in zip(
+        data.sessions, client.wait(tenant, [j.job_id for j in jobs]), strict=True
+    ):
+        s = CommitStats.model_validate(job.counts)
         print(
-            f"  {session.session_id} ({session.started_at:%Y-%m-%d}): {s.turns} turns -> "
-            f"{s.facts_stored} facts stored, {s.duplicates_dropped} duplicates, "
-            f"{s.updates} updates, "
-            f"{s.events_created} events created, {s.profile_changes} profile changes"
+            f"  {session.session_id} ({session.started_at:%Y-%m-%d}) job {job.state}: "
+            f"{s.turns} turns -> {s.facts_stored} facts stored, {s.duplicates_dropped} "
+            f"duplicates, {s.updates} updates, {s.events_created} events created, "
+            f"{s.profile_changes} profile changes"
         )
     index = ctx.index(tenant, space)
     print("\n== Facts")
@@ -297,15 +369,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print_profile(profile)
     print("\n== Questions")
     for question in DEMO_QUESTIONS:
-        result = ask(ctx, tenant, space, question)
-        print(f"Q: {question}\nA: {result.answer.text}")
-        for hit in result.search.hits[:3]:
+        result = client.ask(tenant, space, question)
+        print(f"Q: {question}\nA: {result['answer']}")
+        for hit in result["hits"][:3]:
+            print(f"     evidence {hit['score']:.3f}: {hit['text']} [{','.join(hit['turn_ids'])}]")
+        for profile in result["profiles"][:2]:
             print(
-                f"     evidence {hit.score:.3f}: {hit.fact.text} "
-                f"[{','.join(hit.fact.all_turn_ids())}]"
+                f"     profile {profile['person']} (valid from {profile['valid_from']}): "
+                f"{profile['content']}"
             )
-        for profile, version in result.search.profiles[:2]:
-            print(f"     profile {profile.person} (valid from {version.t_from}): {version.content}")
     print(
         "\nThe offline `rules` backend answered extractively; configure an LLM backend for "
         "generated answers."
@@ -314,17 +386,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="atommem", description=__doc__)
-    parser.add_argument(
-        "--data-dir", help="store directory for Qdrant local mode (default from settings)"
+    parser = argparse.ArgumentParser(
+        prog="atommem", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--data-dir", help="directory for the local store and job journal")
     parser.add_argument("--tenant", help="tenant (default from settings)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser(
-        "ingest", help="ingest session files (AtomMem JSON, LoCoMo, pre-extracted facts)"
-    )
+    p = sub.add_parser("ingest", help="ingest session files (session JSON, LoCoMo, pre-extracted)")
     p.add_argument("paths", nargs="+", help="files or directories of .json files")
     p.add_argument("--space", help="target space (default: the name the file gives)")
     p.add_argument(
@@ -344,14 +414,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true")
         p.set_defaults(func=func)
 
-    p = sub.add_parser("search", help="ranked facts for a question")
+    p = sub.add_parser("search", help="ranked facts for a question (query queue)")
     p.add_argument("--space", required=True)
     p.add_argument("--k", type=int, default=None)
     p.add_argument("--json", action="store_true")
     p.add_argument("question")
     p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("ask", help="an answer from memory with its evidence")
+    p = sub.add_parser("ask", help="an answer from memory with its evidence (query queue)")
     p.add_argument("--space", required=True)
     p.add_argument("question")
     p.set_defaults(func=cmd_ask)
@@ -364,6 +434,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["create", "list"])
     p.add_argument("name", nargs="?")
     p.set_defaults(func=cmd_space)
+
+    p = sub.add_parser("job", help="show a job's state, or retry a failed one")
+    p.add_argument("action", choices=["show", "retry"])
+    p.add_argument("job_id")
+    p.set_defaults(func=cmd_job)
 
     p = sub.add_parser("demo", help="ingest the bundled sample conversation and answer questions")
     p.set_defaults(func=cmd_demo)
@@ -378,10 +453,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(
-            "interrupted: finished sessions are kept; run the same command to resume",
-            file=sys.stderr,
-        )
+        print("interrupted: run the same command again to resume", file=sys.stderr)
         return 130
 
 

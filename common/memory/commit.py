@@ -18,6 +18,7 @@ from common.memory.profiles import run_profile_batch
 from common.memory.verify import place_fact
 from common.models.drafts import DraftFact
 from common.models.memory import Fact, FactSource, FactTime
+from common.models.plan import Plan
 from common.models.session import SessionRecord, SessionStatus
 from common.store import records
 from common.store.space_index import SpaceIndex
@@ -68,7 +69,7 @@ def _run_stage(
     done = record.model_copy(update={"status": finished, "plan": None, "stats": merged})
     records.put_session(ctx.store, done)
     record.status, record.plan, record.stats = finished, None, merged
-    index.version += 1
+    ctx.committed(index)
     return stats
 
 
@@ -110,7 +111,27 @@ def resume(ctx: MemoryContext, record: SessionRecord) -> SessionRecord:
         return record
     apply_plan(ctx.store, record.plan)
     ctx.indexes.drop(record.tenant, record.space)
+    if ctx.versions is not None:
+        ctx.versions.bump_version(record.tenant, record.space)
     finished: SessionStatus = "committed" if record.status == "committing" else "done"
     done = record.model_copy(update={"status": finished, "plan": None})
     records.put_session(ctx.store, done)
     return done
+
+
+def profile_flush(ctx: MemoryContext, tenant: str, space: str) -> CommitStats:
+    """An on-demand profile batch outside any session: profiles are written before the
+    pending flags are cleared, so an interruption can only repeat work, never lose it."""
+    index = ctx.index(tenant, space)
+    changes = Changes()
+    stats = CommitStats()
+    try:
+        run_profile_batch(ctx, index, changes, stats)
+        plan = changes.plan()
+        apply_plan(ctx.store, Plan(points=[p for p in plan.points if p.kind == "profiles"]))
+        apply_plan(ctx.store, Plan(points=[p for p in plan.points if p.kind != "profiles"]))
+    except BaseException:
+        ctx.indexes.drop(tenant, space)
+        raise
+    ctx.committed(index)
+    return stats

@@ -13,6 +13,11 @@ from common.store.qdrant import QdrantStore
 from common.store.space_index import SpaceIndex, SpaceIndexCache
 
 
+class VersionCounter(Protocol):
+    def version(self, tenant: str, space: str) -> int: ...
+    def bump_version(self, tenant: str, space: str) -> int: ...
+
+
 class TextEncoder(Protocol):
     dimension: int
 
@@ -26,11 +31,21 @@ class MemoryContext:
     embedder: TextEncoder
     backend: LLMBackend
     indexes: SpaceIndexCache = field(default_factory=SpaceIndexCache)
+    versions: VersionCounter | None = None
 
     def index(self, tenant: str, space: str) -> SpaceIndex:
-        """The space's index, loaded from the store on first use."""
+        """The space's index, reloaded from the store when another writer moved its version."""
+        current = self.versions.version(tenant, space) if self.versions else None
         index = self.indexes.get(tenant, space)
-        if index is None:
+        if index is None or (current is not None and index.version != current):
             index = SpaceIndex.load(self.store, tenant, space, self.embedder.dimension)
+            index.version = current or 0
             self.indexes.put(index)
         return index
+
+    def committed(self, index: SpaceIndex) -> None:
+        """A stage's writes are in the store: move the space's version past them."""
+        if self.versions is None:
+            index.version += 1
+        else:
+            index.version = self.versions.bump_version(index.tenant, index.space)

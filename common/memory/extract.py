@@ -11,10 +11,23 @@ from common.models.drafts import DraftFact
 from common.models.session import SessionInput
 
 
-def windows(session: SessionInput, context_k: int) -> list[ExtractionWindow]:
-    """One window per turn, with the `context_k` turns before it as context."""
+def chunks(session: SessionInput, size: int, context_k: int) -> list[tuple[SessionInput, int]]:
+    """The session cut into extraction tasks of `size` turns, each with the `context_k` turns
+    before it prepended as context; returns (chunk, number of leading context turns)."""
+    out = []
+    for start in range(0, len(session.turns), size):
+        lead = max(0, start - context_k)
+        chunk = session.model_copy(update={"turns": session.turns[lead : start + size]})
+        out.append((chunk, start - lead))
+    return out
+
+
+def windows(session: SessionInput, context_k: int, skip: int = 0) -> list[ExtractionWindow]:
+    """One window per turn after the first `skip`, with the `context_k` turns before it."""
     out = []
     for i, turn in enumerate(session.turns):
+        if i < skip:
+            continue
         out.append(
             ExtractionWindow(
                 session_id=session.session_id,
@@ -27,17 +40,19 @@ def windows(session: SessionInput, context_k: int) -> list[ExtractionWindow]:
     return out
 
 
-def extracted_facts(ctx: MemoryContext, session: SessionInput) -> list[ExtractedFact]:
+def extracted_facts(
+    ctx: MemoryContext, session: SessionInput, skip: int = 0
+) -> list[ExtractedFact]:
     """Pre-extracted facts as given, else the configured Fact Executor over each window."""
     if session.pre_extracted:
         return [
             ExtractedFact(text=text.strip(), turn_ids=[turn.id or ""])
-            for turn in session.turns
+            for turn in session.turns[skip:]
             for text in (turn.facts or [])
             if text.strip()
         ]
     facts: list[ExtractedFact] = []
-    for window in windows(session, ctx.settings.memory.context_window_k):
+    for window in windows(session, ctx.settings.memory.context_window_k, skip):
         facts.extend(ctx.backend.extract_facts(window))
     return facts
 
@@ -48,11 +63,11 @@ def draft_session(
     space: str,
     session: SessionInput,
     known_people: list[str],
-    facts: list[ExtractedFact] | None = None,
+    skip: int = 0,
 ) -> list[DraftFact]:
-    """Metadata and embeddings for a session's facts, with deterministic ids."""
-    if facts is None:
-        facts = extracted_facts(ctx, session)
+    """Facts of the session's turns after the first `skip` (context), with metadata,
+    embeddings and deterministic ids. Pure: writes nothing, so a retry is harmless."""
+    facts = extracted_facts(ctx, session, skip)
     turns = {t.id: t for t in session.turns}
     people = session.participants + [p for p in known_people if p not in session.participants]
     by_speaker: dict[str, list[int]] = defaultdict(list)
@@ -87,4 +102,15 @@ def draft_session(
             )
         )
         per_turn[key] += 1
+    return drafts
+
+
+def draft_in_chunks(
+    ctx: MemoryContext, tenant: str, space: str, session: SessionInput, known_people: list[str]
+) -> list[DraftFact]:
+    """The drafts of a whole session, computed chunk by chunk exactly as the extract tasks do."""
+    drafts: list[DraftFact] = []
+    size = ctx.settings.pipeline.extract_batch_turns
+    for chunk, skip in chunks(session, size, ctx.settings.memory.context_window_k):
+        drafts.extend(draft_session(ctx, tenant, space, chunk, known_people, skip))
     return drafts

@@ -1,4 +1,4 @@
-"""Ingesting a session end to end in one process: extract, commit, profile batch."""
+"""Accepting a session into a space, and running all its stages in-line (no queues)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,10 @@ from common.errors import SessionConflict
 from common.memory.changes import CommitStats
 from common.memory.commit import commit_facts, profile_batch, resume
 from common.memory.context import MemoryContext
-from common.memory.extract import draft_session
+from common.memory.extract import draft_in_chunks
 from common.models import ids
 from common.models.session import SessionInput, SessionRecord
 from common.store import records
-from common.store.qdrant import Kind
 
 
 @dataclass
@@ -28,9 +27,10 @@ def session_hash(session: SessionInput) -> str:
 
 
 def accept(
-    ctx: MemoryContext, tenant: str, space: str, session: SessionInput
+    ctx: MemoryContext, tenant: str, space: str, session: SessionInput, job_id: str | None = None
 ) -> tuple[SessionRecord, bool]:
-    """The session's record (existing or new) and whether it still needs work."""
+    """The session's record (existing, resumed, or new and not yet stored) and whether it
+    still needs work. A session id already stored with other content is refused."""
     digest = session_hash(session)
     existing = records.get_session(ctx.store, tenant, space, session.session_id)
     if existing is not None:
@@ -41,16 +41,14 @@ def accept(
             )
         existing = resume(ctx, existing)
         return existing, existing.status != "done"
-    seq = session.seq
-    if seq is None:
-        seq = ctx.store.count(Kind.SESSIONS, tenant, space)
     record = SessionRecord(
         tenant=tenant,
         space=space,
         session=session,
-        seq=seq,
+        seq=session.order,
         content_hash=digest,
-        status="committing",
+        status="accepted",
+        job_id=job_id,
     )
     return record, True
 
@@ -64,12 +62,18 @@ def ingest_session(
     if not pending:
         return IngestOutcome(session.session_id, "unchanged", CommitStats())
     stats = CommitStats()
-    if record.status == "committing":
-        drafts = draft_session(ctx, tenant, space, session, space_record.participants)
+    if record.status in ("accepted", "committing"):
+        drafts = draft_in_chunks(ctx, tenant, space, session, space_record.participants)
         stats.add(commit_facts(ctx, record, drafts))
     stats.add(profile_batch(ctx, record))
+    note_participants(ctx, tenant, space, session)
+    return IngestOutcome(session.session_id, "committed", stats)
+
+
+def note_participants(ctx: MemoryContext, tenant: str, space: str, session: SessionInput) -> None:
+    """Remember the session's people on the space record (intent and metadata use them)."""
+    space_record = records.require_space(ctx.store, tenant, space)
     new_people = [p for p in session.participants if p not in space_record.participants]
     if new_people:
         space_record.participants.extend(new_people)
         records.put_space(ctx.store, space_record)
-    return IngestOutcome(session.session_id, "committed", stats)

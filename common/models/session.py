@@ -72,11 +72,16 @@ class SessionInput(BaseModel):
         return self
 
     @property
+    def order(self) -> int:
+        """Position in its space: `seq` when given, else the start time in seconds."""
+        return self.seq if self.seq is not None else int(self.started_at.timestamp())
+
+    @property
     def pre_extracted(self) -> bool:
         return any(t.facts is not None for t in self.turns)
 
 
-SessionStatus = Literal["committing", "committed", "profiling", "done"]
+SessionStatus = Literal["accepted", "committing", "committed", "profiling", "done"]
 
 
 class SessionRecord(BaseModel):
@@ -89,6 +94,7 @@ class SessionRecord(BaseModel):
     content_hash: str
     status: SessionStatus
     stats: dict[str, int] = Field(default_factory=dict)
+    job_id: str | None = None
     plan: Plan | None = Field(default=None, description="Writes of the stage in progress.")
 
 

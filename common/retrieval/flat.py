@@ -14,6 +14,7 @@ from common.errors import InvalidInput
 from common.llm.contracts import Answer, EvidenceItem, QueryIntent
 from common.memory.context import MemoryContext
 from common.models.memory import Fact, Profile, ProfileVersion
+from common.models.query import AskResponse, ProfileHit, SearchHit, SearchResponse
 from common.store import records
 
 
@@ -107,3 +108,35 @@ def ask(
     ]
     answer = ctx.backend.answer(question, result.intent, evidence)
     return AskResult(search=result, answer=answer)
+
+
+def search_response(result: SearchResult) -> SearchResponse:
+    """The wire form of a search result."""
+    return SearchResponse(
+        question=result.question,
+        intent=result.intent,
+        hits=[
+            SearchHit(
+                fact_id=h.fact.id,
+                text=h.fact.text,
+                score=h.score,
+                cosine=h.cosine,
+                jaccard=h.jaccard,
+                turn_ids=h.fact.all_turn_ids(),
+                session_id=h.fact.source.session_id,
+                time=h.fact.time,
+            )
+            for h in result.hits
+        ],
+        profiles=[
+            ProfileHit(profile_id=p.id, person=p.person, content=v.content, valid_from=v.t_from)
+            for p, v in result.profiles
+        ],
+    )
+
+
+def ask_response(result: AskResult) -> AskResponse:
+    base = search_response(result.search)
+    return AskResponse(
+        **base.model_dump(), answer=result.answer.text, answer_fact_ids=result.answer.fact_ids
+    )

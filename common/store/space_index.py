@@ -6,6 +6,7 @@ recall read this index instead (a matrix product instead of a local-mode filtere
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
@@ -260,20 +261,24 @@ class SpaceIndexCache:
     def __init__(self, capacity: int = 32) -> None:
         self._capacity = capacity
         self._items: OrderedDict[tuple[str, str], SpaceIndex] = OrderedDict()
+        self._lock = threading.Lock()
 
     def get(self, tenant: str, space: str) -> SpaceIndex | None:
         key = (tenant, space)
-        index = self._items.get(key)
-        if index is not None:
-            self._items.move_to_end(key)
+        with self._lock:
+            index = self._items.get(key)
+            if index is not None:
+                self._items.move_to_end(key)
         return index
 
     def put(self, index: SpaceIndex) -> None:
         key = (index.tenant, index.space)
-        self._items[key] = index
-        self._items.move_to_end(key)
-        while len(self._items) > self._capacity:
-            self._items.popitem(last=False)
+        with self._lock:
+            self._items[key] = index
+            self._items.move_to_end(key)
+            while len(self._items) > self._capacity:
+                self._items.popitem(last=False)
 
     def drop(self, tenant: str, space: str) -> None:
-        self._items.pop((tenant, space), None)
+        with self._lock:
+            self._items.pop((tenant, space), None)

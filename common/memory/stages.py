@@ -1,0 +1,170 @@
+"""The stages of the queued ingest, one function per task, sequenced per space.
+
+A space commits strictly in session order: sessions are registered in a per-space
+sequence when submitted; the head of the sequence is committed, then profiled, then
+removed, each step under the space's lock. A step that cannot run now (lock held, head
+not extracted yet) returns and lets the next finished step pick the work up; every step
+ends by asking for another drain, so nothing waits in a blocked worker slot.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from enum import StrEnum
+
+from common.errors import AtomMemError
+from common.memory.commit import commit_facts, profile_batch, profile_flush, resume
+from common.memory.context import MemoryContext
+from common.memory.extract import chunks, draft_session
+from common.memory.ingest import accept, note_participants
+from common.models.drafts import DraftFact
+from common.models.jobs import AcceptPayload, ExtractPayload
+from common.models.session import SessionInput
+from common.store import records
+from common.store.coordination import Coordinator
+
+
+class Next(StrEnum):
+    """What the caller should send after a drain or profile step."""
+
+    NOTHING = "nothing"
+    PROFILE = "profile"
+    DRAIN = "drain"
+
+
+def fail_job(
+    coord: Coordinator, tenant: str, space: str, session_id: str, job_id: str, reason: str
+) -> None:
+    """A permanent failure: the job says why and the space's sequence moves on."""
+    coord.update_job(tenant, job_id, state="failed", reason=reason)
+    coord.unregister(tenant, space, session_id)
+    coord.drop_drafts(tenant, space, session_id)
+
+
+def accept_stage(
+    ctx: MemoryContext, coord: Coordinator, payload: AcceptPayload
+) -> list[ExtractPayload] | None:
+    """Store the raw session; return the extraction chunks, or None when nothing is left."""
+    records.require_space(ctx.store, payload.tenant, payload.space)
+    record, pending = accept(ctx, payload.tenant, payload.space, payload.session, payload.job_id)
+    if not pending:
+        coord.unregister(payload.tenant, payload.space, payload.session.session_id)
+        coord.update_job(payload.tenant, payload.job_id, state="done", counts={}, unchanged=True)
+        return None
+    if record.status == "accepted":
+        records.put_session(ctx.store, record)
+    if record.status != "accepted":
+        coord.update_job(payload.tenant, payload.job_id, state="committing")
+        return []  # extraction already committed; the drain takes it from here
+    coord.update_job(payload.tenant, payload.job_id, state="extracting")
+    known = records.require_space(ctx.store, payload.tenant, payload.space).participants
+    size = ctx.settings.pipeline.extract_batch_turns
+    return [
+        ExtractPayload(
+            enqueued_at=0.0,
+            job_id=payload.job_id,
+            tenant=payload.tenant,
+            space=payload.space,
+            session=chunk,
+            context_turns=skip,
+            known_people=known,
+        )
+        for chunk, skip in chunks(payload.session, size, ctx.settings.memory.context_window_k)
+    ]
+
+
+def extract_stage(ctx: MemoryContext, payload: ExtractPayload) -> list[dict[str, object]]:
+    """Draft facts of one chunk; writes nothing."""
+    drafts = draft_session(
+        ctx,
+        payload.tenant,
+        payload.space,
+        payload.session,
+        payload.known_people,
+        payload.context_turns,
+    )
+    return [d.model_dump(mode="json") for d in drafts]
+
+
+def collect_stage(
+    coord: Coordinator,
+    tenant: str,
+    space: str,
+    session_id: str,
+    job_id: str,
+    results: list[list[dict[str, object]]],
+) -> None:
+    """Park a session's drafts (chunk order kept) until its turn in the space comes."""
+    drafts = [d for chunk in results for d in chunk]
+    coord.put_drafts(tenant, space, session_id, json.dumps(drafts))
+    coord.update_job(tenant, job_id, state="committing")
+
+
+def drain_stage(ctx: MemoryContext, coord: Coordinator, tenant: str, space: str) -> Next:
+    """Commit the head session of the space if its drafts are ready."""
+    token = uuid.uuid4().hex
+    if not coord.acquire(tenant, space, token, ctx.settings.broker.lock_ttl_ms):
+        return Next.NOTHING  # the holder asks for a drain when it finishes
+    try:
+        head = coord.head(tenant, space)
+        if head is None:
+            return Next.NOTHING
+        record = records.get_session(ctx.store, tenant, space, head)
+        if record is None:
+            return Next.NOTHING  # not accepted yet
+        record = resume(ctx, record)
+        job_id = record.job_id or ""
+        if record.status == "done":
+            coord.unregister(tenant, space, head)
+            coord.drop_drafts(tenant, space, head)
+            coord.update_job(tenant, job_id, state="done", counts=record.stats)
+            return Next.DRAIN
+        if record.status == "committed":
+            return Next.PROFILE
+        raw = coord.get_drafts(tenant, space, head)
+        if raw is None:
+            return Next.NOTHING  # still extracting
+        drafts = [DraftFact.model_validate(d) for d in json.loads(raw)]
+        try:
+            commit_facts(ctx, record, drafts)
+        except AtomMemError as exc:
+            fail_job(coord, tenant, space, head, job_id, str(exc))
+            return Next.DRAIN
+        note_participants(ctx, tenant, space, record.session)
+        coord.update_job(tenant, job_id, state="profiling", counts=record.stats)
+        return Next.PROFILE
+    finally:
+        coord.release(tenant, space, token)
+
+
+def profile_stage(
+    ctx: MemoryContext, coord: Coordinator, tenant: str, space: str, session_id: str | None
+) -> Next:
+    """The profile batch after a session's commit (or on demand with no session)."""
+    token = uuid.uuid4().hex
+    if not coord.acquire(tenant, space, token, ctx.settings.broker.lock_ttl_ms):
+        return Next.NOTHING
+    try:
+        if session_id is None:
+            profile_flush(ctx, tenant, space)
+            return Next.NOTHING
+        if coord.head(tenant, space) != session_id:
+            return Next.NOTHING  # a duplicate of a batch that already ran
+        record = records.get_session(ctx.store, tenant, space, session_id)
+        if record is None:
+            return Next.NOTHING
+        record = resume(ctx, record)
+        if record.status == "committed":
+            profile_batch(ctx, record)
+        coord.unregister(tenant, space, session_id)
+        coord.drop_drafts(tenant, space, session_id)
+        coord.update_job(tenant, record.job_id or "", state="done", counts=record.stats)
+        return Next.DRAIN
+    finally:
+        coord.release(tenant, space, token)
+
+
+def job_id_for(tenant: str, space: str, session: SessionInput) -> str:
+    """Jobs are named by their session, so a resubmission is the same job."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"atommem/{tenant}/{space}/{session.session_id}"))

@@ -1,0 +1,70 @@
+"""Jobs: one per accepted session, with a state a client can read back."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from common.models.session import SessionInput
+
+JobState = Literal["queued", "extracting", "committing", "profiling", "done", "failed"]
+FINISHED: frozenset[str] = frozenset({"done", "failed"})
+
+
+class Job(BaseModel):
+    job_id: str
+    tenant: str
+    space: str
+    session_id: str
+    state: JobState = "queued"
+    reason: str | None = None
+    counts: dict[str, int] = Field(default_factory=dict)
+    attempts: int = 1
+    unchanged: bool = Field(default=False, description="the session was already in memory")
+    created_at: float
+    updated_at: float
+
+
+class TaskPayload(BaseModel):
+    """Every task's body: validated on the task's first line."""
+
+    schema_version: Literal[1] = 1
+    enqueued_at: float
+
+
+class AcceptPayload(TaskPayload):
+    job_id: str
+    tenant: str
+    space: str
+    session: SessionInput
+
+
+class ExtractPayload(TaskPayload):
+    job_id: str
+    tenant: str
+    space: str
+    session: SessionInput = Field(description="the chunk's turns, context first")
+    context_turns: int = Field(ge=0, description="how many leading turns are context only")
+    known_people: list[str]
+
+
+class CollectPayload(TaskPayload):
+    job_id: str
+    tenant: str
+    space: str
+    session_id: str
+
+
+class SpacePayload(TaskPayload):
+    tenant: str
+    space: str
+
+
+class ProfilePayload(SpacePayload):
+    session_id: str | None = None
+
+
+class QueryPayload(SpacePayload):
+    question: str
+    k: int | None = None

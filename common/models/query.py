@@ -1,0 +1,40 @@
+"""What search and ask return: ranked facts with provenance, profiles used, the answer."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from pydantic import BaseModel
+
+from common.llm.contracts import QueryIntent
+from common.models.memory import FactTime
+
+
+class SearchHit(BaseModel):
+    fact_id: str
+    text: str
+    score: float
+    cosine: float
+    jaccard: float
+    turn_ids: list[str]
+    session_id: str
+    time: FactTime
+
+
+class ProfileHit(BaseModel):
+    profile_id: str
+    person: str
+    content: str
+    valid_from: date
+
+
+class SearchResponse(BaseModel):
+    question: str
+    intent: QueryIntent
+    hits: list[SearchHit]
+    profiles: list[ProfileHit]
+
+
+class AskResponse(SearchResponse):
+    answer: str
+    answer_fact_ids: list[str]

@@ -1,0 +1,38 @@
+"""Queue and task names and the routes between them; import-light so any producer can route."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Queue(StrEnum):
+    INGEST = "ingest"
+    EXTRACT = "extract"
+    MEMORY = "memory"
+    PROFILE = "profile"
+    QUERY = "query"
+
+
+class TaskName(StrEnum):
+    ACCEPT = "atommem.ingest.accept"
+    EXTRACT = "atommem.extract.window"
+    COLLECT = "atommem.memory.collect"
+    DRAIN = "atommem.memory.drain"
+    PROFILE = "atommem.profile.batch"
+    SEARCH = "atommem.query.search"
+    ASK = "atommem.query.ask"
+
+
+TASK_QUEUE: dict[TaskName, Queue] = {
+    TaskName.ACCEPT: Queue.INGEST,
+    TaskName.EXTRACT: Queue.EXTRACT,
+    TaskName.COLLECT: Queue.MEMORY,
+    TaskName.DRAIN: Queue.MEMORY,
+    TaskName.PROFILE: Queue.PROFILE,
+    TaskName.SEARCH: Queue.QUERY,
+    TaskName.ASK: Queue.QUERY,
+}
+
+TASK_ROUTES: dict[str, dict[str, str]] = {
+    name.value: {"queue": queue.value} for name, queue in TASK_QUEUE.items()
+}

@@ -1,0 +1,34 @@
+"""Every Redis key, built in one place: atommem:{kind}:{tenant}:{space}:..."""
+
+from __future__ import annotations
+
+
+def job(tenant: str, job_id: str) -> str:
+    return f"atommem:job:{tenant}:{job_id}"
+
+
+def job_payload(tenant: str, job_id: str) -> str:
+    return f"atommem:jobpayload:{tenant}:{job_id}"
+
+
+OPEN_JOBS = "atommem:jobs:open"
+
+
+def pending(tenant: str, space: str) -> str:
+    return f"atommem:pending:{tenant}:{space}"
+
+
+def drafts(tenant: str, space: str, session_id: str) -> str:
+    return f"atommem:drafts:{tenant}:{space}:{session_id}"
+
+
+def lock(tenant: str, space: str) -> str:
+    return f"atommem:lock:{tenant}:{space}"
+
+
+def version(tenant: str, space: str) -> str:
+    return f"atommem:version:{tenant}:{space}"
+
+
+def queue_wait(queue: str) -> str:
+    return f"atommem:metrics:wait:{queue}"

@@ -1,0 +1,137 @@
+"""The producer side: submit sessions, read and retry jobs, query; sends tasks by name only."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from celery import Celery
+
+from common.errors import AtomMemError
+from common.memory.stages import job_id_for
+from common.models.jobs import FINISHED, AcceptPayload, Job, QueryPayload
+from common.models.session import SessionInput
+from common.queues import TaskName
+from common.store.coordination import Coordinator
+
+
+class JobNotFound(AtomMemError):
+    pass
+
+
+class MemoryClient:
+    """What a chat backend (or the CLI) uses to feed and query memory."""
+
+    def __init__(self, app: Celery, coord: Coordinator) -> None:
+        self._app = app
+        self._coord = coord
+
+    def _send(self, name: TaskName, body: Any) -> Any:
+        payload = body.model_copy(update={"enqueued_at": time.time()}).model_dump(mode="json")
+        return self._app.send_task(name.value, kwargs={"payload": payload})
+
+    def submit(self, tenant: str, space: str, sessions: Sequence[SessionInput]) -> list[Job]:
+        """Accept sessions: every one gets a job and its place in the space's sequence
+        before any is sent, so a batch commits in session order however it is consumed."""
+        now = time.time()
+        jobs, payloads = [], []
+        for session in sessions:
+            job = Job(
+                job_id=job_id_for(tenant, space, session),
+                tenant=tenant,
+                space=space,
+                session_id=session.session_id,
+                created_at=now,
+                updated_at=now,
+            )
+            payload = AcceptPayload(
+                enqueued_at=0.0, job_id=job.job_id, tenant=tenant, space=space, session=session
+            )
+            self._coord.put_job(job, payload.model_dump_json())
+            self._coord.register(tenant, space, session.session_id, session.order)
+            jobs.append(job)
+            payloads.append(payload)
+        for payload in payloads:
+            self._send(TaskName.ACCEPT, payload)
+        return jobs
+
+    def job(self, tenant: str, job_id: str) -> Job:
+        job = self._coord.get_job(tenant, job_id)
+        if job is None:
+            raise JobNotFound(f"no job {job_id!r} for tenant {tenant!r}")
+        return job
+
+    def retry(self, tenant: str, job_id: str) -> Job:
+        """Send a failed (or stuck) job again; ids are deterministic, so nothing doubles."""
+        raw = self._coord.job_payload(tenant, job_id)
+        if raw is None:
+            raise JobNotFound(f"no job {job_id!r} for tenant {tenant!r}")
+        payload = AcceptPayload.model_validate_json(raw)
+        old = self.job(tenant, job_id)
+        job = self._coord.update_job(
+            tenant, job_id, state="queued", reason=None, attempts=old.attempts + 1
+        )
+        self._coord.register(
+            tenant, payload.space, payload.session.session_id, payload.session.order
+        )
+        self._send(TaskName.ACCEPT, payload)
+        assert job is not None
+        return job
+
+    def resend_open(self) -> int:
+        """Send every unfinished job again (the embedded journal after an interruption)."""
+        count = 0
+        for job in self._coord.open_jobs():
+            raw = self._coord.job_payload(job.tenant, job.job_id)
+            if raw is None:
+                continue
+            payload = AcceptPayload.model_validate_json(raw)
+            self._coord.register(job.tenant, job.space, job.session_id, payload.session.order)
+            self._send(TaskName.ACCEPT, payload)
+            count += 1
+        return count
+
+    def wait(
+        self,
+        tenant: str,
+        job_ids: Sequence[str],
+        timeout: float | None = None,
+        on_progress: Callable[[int], None] | None = None,
+        poll: float = 0.05,
+    ) -> list[Job]:
+        """Block until every job is done or failed; report how many finished so far."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pending = set(job_ids)
+        finished: dict[str, Job] = {}
+        while pending:
+            for job_id in list(pending):
+                job = self._coord.get_job(tenant, job_id)
+                if job is not None and job.state in FINISHED:
+                    finished[job_id] = job
+                    pending.discard(job_id)
+            if on_progress:
+                on_progress(len(finished))
+            if not pending:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"{len(pending)} jobs still running after {timeout}s")
+            time.sleep(poll)
+        return [finished[j] for j in job_ids]
+
+    def _query(
+        self, name: TaskName, tenant: str, space: str, question: str, k: int | None, timeout: float
+    ) -> dict[str, Any]:
+        body = QueryPayload(enqueued_at=0.0, tenant=tenant, space=space, question=question, k=k)
+        result = self._send(name, body).get(timeout=timeout, interval=0.005)
+        if "error" in result:
+            raise AtomMemError(result["error"])
+        return dict(result)
+
+    def search(
+        self, tenant: str, space: str, question: str, k: int | None = None, timeout: float = 60.0
+    ) -> dict[str, Any]:
+        return self._query(TaskName.SEARCH, tenant, space, question, k, timeout)
+
+    def ask(self, tenant: str, space: str, question: str, timeout: float = 60.0) -> dict[str, Any]:
+        return self._query(TaskName.ASK, tenant, space, question, None, timeout)

@@ -1,0 +1,43 @@
+"""Search and ask against a space's memory (read-only, so safe to run twice)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Task
+
+from common.errors import AtomMemError
+from common.models.jobs import QueryPayload
+from common.queues import Queue, TaskName
+from common.retrieval.flat import ask as ask_memory
+from common.retrieval.flat import ask_response, search_response
+from common.retrieval.flat import search as search_memory
+from workers import runtime
+from workers.celery_app import app, observe_wait
+from workers.tasks.pipeline import RETRY
+
+
+@app.task(
+    name=TaskName.SEARCH.value, bind=True, acks_late=True, reject_on_worker_lost=True, **RETRY
+)
+def search(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
+    """Ranked facts for a question; errors come back as {"error": message}."""
+    p = QueryPayload.model_validate(payload)
+    observe_wait(Queue.QUERY, p.enqueued_at)
+    try:
+        result = search_memory(runtime.context(), p.tenant, p.space, p.question, k=p.k)
+    except AtomMemError as exc:
+        return {"error": str(exc)}
+    return search_response(result).model_dump(mode="json")
+
+
+@app.task(name=TaskName.ASK.value, bind=True, acks_late=True, reject_on_worker_lost=True, **RETRY)
+def ask(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
+    """An answer with its evidence; errors come back as {"error": message}."""
+    p = QueryPayload.model_validate(payload)
+    observe_wait(Queue.QUERY, p.enqueued_at)
+    try:
+        result = ask_memory(runtime.context(), p.tenant, p.space, p.question)
+    except AtomMemError as exc:
+        return {"error": str(exc)}
+    return ask_response(result).model_dump(mode="json")
