@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kombu import Exchange
 from kombu import Queue as KombuQueue
 
 from common.queues import TASK_ROUTES, Queue
@@ -25,7 +26,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_transport_options": transport,
         "result_backend_transport_options": {"visibility_timeout": broker.visibility_timeout},
         "broker_connection_retry_on_startup": True,
-        "task_queues": [KombuQueue(q.value, routing_key=q.value) for q in Queue],
+        "task_queues": [KombuQueue(q.value, Exchange(q.value), routing_key=q.value) for q in Queue],
         "task_default_queue": Queue.INGEST.value,
         "task_routes": TASK_ROUTES,
         "task_create_missing_queues": False,

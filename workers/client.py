@@ -32,11 +32,16 @@ class MemoryClient:
         return self._app.send_task(name.value, kwargs={"payload": payload})
 
     def submit(self, tenant: str, space: str, sessions: Sequence[SessionInput]) -> list[Job]:
-        """Accept sessions: every one gets a job and its place in the space's sequence
-        before any is sent, so a batch commits in session order however it is consumed."""
+        """Accept sessions of one space (see `submit_many`)."""
+        return self.submit_many(tenant, [(space, s) for s in sessions])
+
+    def submit_many(self, tenant: str, items: Sequence[tuple[str, SessionInput]]) -> list[Job]:
+        """Accept sessions: every one gets a job and its place in its space's sequence
+        before any is sent, so a backlog commits in session order however it is consumed.
+        (A session submitted after a later one of its space committed is committed then.)"""
         now = time.time()
         jobs, payloads = [], []
-        for session in sessions:
+        for space, session in items:
             job = Job(
                 job_id=job_id_for(tenant, space, session),
                 tenant=tenant,

@@ -62,14 +62,13 @@ def draft_session(
     tenant: str,
     space: str,
     session: SessionInput,
-    known_people: list[str],
     skip: int = 0,
 ) -> list[DraftFact]:
     """Facts of the session's turns after the first `skip` (context), with metadata,
     embeddings and deterministic ids. Pure: writes nothing, so a retry is harmless."""
     facts = extracted_facts(ctx, session, skip)
     turns = {t.id: t for t in session.turns}
-    people = session.participants + [p for p in known_people if p not in session.participants]
+    people = session.participants
     by_speaker: dict[str, list[int]] = defaultdict(list)
     for i, fact in enumerate(facts):
         by_speaker[turns[fact.turn_ids[0]].speaker].append(i)
@@ -106,11 +105,11 @@ def draft_session(
 
 
 def draft_in_chunks(
-    ctx: MemoryContext, tenant: str, space: str, session: SessionInput, known_people: list[str]
+    ctx: MemoryContext, tenant: str, space: str, session: SessionInput
 ) -> list[DraftFact]:
     """The drafts of a whole session, computed chunk by chunk exactly as the extract tasks do."""
     drafts: list[DraftFact] = []
     size = ctx.settings.pipeline.extract_batch_turns
     for chunk, skip in chunks(session, size, ctx.settings.memory.context_window_k):
-        drafts.extend(draft_session(ctx, tenant, space, chunk, known_people, skip))
+        drafts.extend(draft_session(ctx, tenant, space, chunk, skip))
     return drafts

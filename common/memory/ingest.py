@@ -57,13 +57,13 @@ def ingest_session(
     ctx: MemoryContext, tenant: str, space: str, session: SessionInput
 ) -> IngestOutcome:
     """Run every stage a session still needs; re-ingesting a finished session does nothing."""
-    space_record = records.require_space(ctx.store, tenant, space)
+    records.require_space(ctx.store, tenant, space)
     record, pending = accept(ctx, tenant, space, session)
     if not pending:
         return IngestOutcome(session.session_id, "unchanged", CommitStats())
     stats = CommitStats()
     if record.status in ("accepted", "committing"):
-        drafts = draft_in_chunks(ctx, tenant, space, session, space_record.participants)
+        drafts = draft_in_chunks(ctx, tenant, space, session)
         stats.add(commit_facts(ctx, record, drafts))
     stats.add(profile_batch(ctx, record))
     note_participants(ctx, tenant, space, session)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import uuid
 from enum import StrEnum
+from typing import Any
 
 from common.errors import AtomMemError
 from common.memory.commit import commit_facts, profile_batch, profile_flush, resume
@@ -19,7 +20,7 @@ from common.memory.context import MemoryContext
 from common.memory.extract import chunks, draft_session
 from common.memory.ingest import accept, note_participants
 from common.models.drafts import DraftFact
-from common.models.jobs import AcceptPayload, ExtractPayload
+from common.models.jobs import AcceptPayload, CollectPayload, ExtractPayload
 from common.models.session import SessionInput
 from common.store import records
 from common.store.coordination import Coordinator
@@ -58,47 +59,57 @@ def accept_stage(
         coord.update_job(payload.tenant, payload.job_id, state="committing")
         return []  # extraction already committed; the drain takes it from here
     coord.update_job(payload.tenant, payload.job_id, state="extracting")
-    known = records.require_space(ctx.store, payload.tenant, payload.space).participants
+    return extract_payloads(ctx, payload.job_id, payload.tenant, payload.space, payload.session)
+
+
+def extract_payloads(
+    ctx: MemoryContext, job_id: str, tenant: str, space: str, session: SessionInput
+) -> list[ExtractPayload]:
+    """One extract task per chunk of turns, numbered so the collector can check it has all."""
     size = ctx.settings.pipeline.extract_batch_turns
     return [
         ExtractPayload(
             enqueued_at=0.0,
-            job_id=payload.job_id,
-            tenant=payload.tenant,
-            space=payload.space,
+            job_id=job_id,
+            tenant=tenant,
+            space=space,
             session=chunk,
             context_turns=skip,
-            known_people=known,
+            chunk=i,
         )
-        for chunk, skip in chunks(payload.session, size, ctx.settings.memory.context_window_k)
+        for i, (chunk, skip) in enumerate(
+            chunks(session, size, ctx.settings.memory.context_window_k)
+        )
     ]
 
 
-def extract_stage(ctx: MemoryContext, payload: ExtractPayload) -> list[dict[str, object]]:
+def extract_stage(ctx: MemoryContext, payload: ExtractPayload) -> dict[str, Any]:
     """Draft facts of one chunk; writes nothing."""
     drafts = draft_session(
-        ctx,
-        payload.tenant,
-        payload.space,
-        payload.session,
-        payload.known_people,
-        payload.context_turns,
+        ctx, payload.tenant, payload.space, payload.session, payload.context_turns
     )
-    return [d.model_dump(mode="json") for d in drafts]
+    return {"chunk": payload.chunk, "drafts": [d.model_dump(mode="json") for d in drafts]}
 
 
 def collect_stage(
-    coord: Coordinator,
-    tenant: str,
-    space: str,
-    session_id: str,
-    job_id: str,
-    results: list[list[dict[str, object]]],
+    ctx: MemoryContext, coord: Coordinator, payload: CollectPayload, results: list[dict[str, Any]]
 ) -> None:
-    """Park a session's drafts (chunk order kept) until its turn in the space comes."""
-    drafts = [d for chunk in results for d in chunk]
-    coord.put_drafts(tenant, space, session_id, json.dumps(drafts))
-    coord.update_job(tenant, job_id, state="committing")
+    """Park a session's drafts, in chunk order, until its turn in the space comes. A chunk
+    missing from the results (a redelivered task counted twice) is extracted again here."""
+    by_chunk = {int(r["chunk"]): r["drafts"] for r in results}
+    missing = set(range(payload.chunks)) - set(by_chunk)
+    if missing:
+        record = records.get_session(ctx.store, payload.tenant, payload.space, payload.session_id)
+        if record is None:
+            raise AtomMemError(f"session {payload.session_id!r} vanished before its commit")
+        for again in extract_payloads(
+            ctx, payload.job_id, payload.tenant, payload.space, record.session
+        ):
+            if again.chunk in missing:
+                by_chunk[again.chunk] = extract_stage(ctx, again)["drafts"]
+    drafts = [d for i in sorted(by_chunk) for d in by_chunk[i]]
+    coord.put_drafts(payload.tenant, payload.space, payload.session_id, json.dumps(drafts))
+    coord.update_job(payload.tenant, payload.job_id, state="committing")
 
 
 def drain_stage(ctx: MemoryContext, coord: Coordinator, tenant: str, space: str) -> Next:

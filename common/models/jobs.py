@@ -46,10 +46,11 @@ class ExtractPayload(TaskPayload):
     space: str
     session: SessionInput = Field(description="the chunk's turns, context first")
     context_turns: int = Field(ge=0, description="how many leading turns are context only")
-    known_people: list[str]
+    chunk: int = Field(ge=0)
 
 
 class CollectPayload(TaskPayload):
+    chunks: int = Field(ge=1)
     job_id: str
     tenant: str
     space: str

@@ -76,6 +76,7 @@ def accept(self: Task, payload: dict[str, Any]) -> None:
     )
     collect_payload = CollectPayload(
         enqueued_at=now,
+        chunks=len(chunks),
         job_id=p.job_id,
         tenant=p.tenant,
         space=p.space,
@@ -91,7 +92,7 @@ def accept(self: Task, payload: dict[str, Any]) -> None:
 @app.task(
     name=TaskName.EXTRACT.value, bind=True, acks_late=True, reject_on_worker_lost=True, **RETRY
 )
-def extract(self: Task, payload: dict[str, Any]) -> list[dict[str, object]]:
+def extract(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Draft the facts of one chunk of turns (Fact Executor, metadata, embeddings); pure."""
     p = ExtractPayload.model_validate(payload)
     observe_wait(Queue.EXTRACT, p.enqueued_at)
@@ -100,7 +101,7 @@ def extract(self: Task, payload: dict[str, Any]) -> list[dict[str, object]]:
     except AtomMemError as exc:
         coord = runtime.coordinator()
         stages.fail_job(coord, p.tenant, p.space, p.session.session_id, p.job_id, str(exc))
-        return []
+        return {"chunk": p.chunk, "drafts": []}
 
 
 @app.task(
@@ -111,7 +112,7 @@ def extract(self: Task, payload: dict[str, Any]) -> list[dict[str, object]]:
     ignore_result=True,
     **RETRY,
 )
-def collect(self: Task, results: list[list[dict[str, object]]], payload: dict[str, Any]) -> None:
+def collect(self: Task, results: list[dict[str, Any]], payload: dict[str, Any]) -> None:
     """Park the session's drafts for the space's sequencer; re-running overwrites them."""
     p = CollectPayload.model_validate(payload)
     observe_wait(Queue.MEMORY, p.enqueued_at)
@@ -119,7 +120,7 @@ def collect(self: Task, results: list[list[dict[str, object]]], payload: dict[st
     job = coord.get_job(p.tenant, p.job_id)
     if job is not None and job.state == "failed":
         return
-    stages.collect_stage(coord, p.tenant, p.space, p.session_id, p.job_id, results)
+    stages.collect_stage(runtime.context(), coord, p, results)
     send_drain(p.tenant, p.space)
 
 
