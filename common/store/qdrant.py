@@ -61,46 +61,47 @@ class QdrantStore:
     def __init__(self, settings: StoreSettings, dimension: int) -> None:
         self._settings = settings
         self._dimension = dimension
+        self.local = settings.qdrant_url is None
+        self._opened: QdrantClient | None = None
+
+    @property
+    def _client(self) -> QdrantClient:
+        """The client, opened on first use: a process that never touches the store (an
+        extract worker) never takes local mode's one-process lock."""
         with _LOCK:
-            if settings.qdrant_url:
-                key = (
-                    settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
-                )
-                self._client = QdrantClient(url=settings.qdrant_url, api_key=key)
-                self.local = False
-            else:
-                settings.qdrant_path.mkdir(parents=True, exist_ok=True)
-                self._client = QdrantClient(path=str(settings.qdrant_path))
-                self.local = True
-        self.ensure_collections()
+            if self._opened is None:
+                cfg = self._settings
+                if cfg.qdrant_url:
+                    key = cfg.qdrant_api_key.get_secret_value() if cfg.qdrant_api_key else None
+                    self._opened = QdrantClient(url=cfg.qdrant_url, api_key=key)
+                else:
+                    cfg.qdrant_path.mkdir(parents=True, exist_ok=True)
+                    self._opened = QdrantClient(path=str(cfg.qdrant_path))
+                self._ensure_collections(self._opened)
+            return self._opened
 
     def name(self, kind: Kind) -> str:
         return f"{self._settings.collection_prefix}_{kind.value}"
 
-    def ensure_collections(self) -> None:
-        with _LOCK:
-            for kind in Kind:
-                name = self.name(kind)
-                if self._client.collection_exists(name):
-                    continue
-                vectors: models.VectorParams | dict[str, models.VectorParams]
-                if kind in VECTOR_KINDS:
-                    vectors = models.VectorParams(
-                        size=self._dimension, distance=models.Distance.COSINE
-                    )
-                else:
-                    vectors = {}
-                self._client.create_collection(name, vectors_config=vectors)
-                if self.local:
-                    continue  # payload indexes have no effect in local mode
-                self._client.create_payload_index(
-                    name,
-                    "tenant",
-                    models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
-                )
-                self._client.create_payload_index(name, "space", models.PayloadSchemaType.KEYWORD)
-                for field, schema in _INDEXES[kind].items():
-                    self._client.create_payload_index(name, field, schema)
+    def _ensure_collections(self, client: QdrantClient) -> None:
+        for kind in Kind:
+            name = self.name(kind)
+            if client.collection_exists(name):
+                continue
+            vectors: models.VectorParams | dict[str, models.VectorParams] = {}
+            if kind in VECTOR_KINDS:
+                vectors = models.VectorParams(size=self._dimension, distance=models.Distance.COSINE)
+            client.create_collection(name, vectors_config=vectors)
+            if self.local:
+                continue  # payload indexes have no effect in local mode
+            client.create_payload_index(
+                name,
+                "tenant",
+                models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
+            )
+            client.create_payload_index(name, "space", models.PayloadSchemaType.KEYWORD)
+            for field, schema in _INDEXES[kind].items():
+                client.create_payload_index(name, field, schema)
 
     @staticmethod
     def _scope(tenant: str, space: str | None) -> models.Filter:
@@ -191,4 +192,6 @@ class QdrantStore:
 
     def close(self) -> None:
         with _LOCK:
-            self._client.close()
+            if self._opened is not None:
+                self._opened.close()
+                self._opened = None

@@ -34,6 +34,10 @@ RETRY: dict[str, Any] = {
 }
 
 
+def _reason(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, AtomMemError) else f"{type(exc).__name__}: {exc}"
+
+
 def send(name: TaskName, payload: Any, countdown: float | None = None) -> None:
     body = payload.model_copy(update={"enqueued_at": time.time()}).model_dump(mode="json")
     app.send_task(name.value, kwargs={"payload": body}, countdown=countdown)
@@ -59,8 +63,10 @@ def accept(self: Task, payload: dict[str, Any]) -> None:
     ctx, coord = runtime.context(), runtime.coordinator()
     try:
         chunks = stages.accept_stage(ctx, coord, p)
-    except AtomMemError as exc:
-        stages.fail_job(coord, p.tenant, p.space, p.session.session_id, p.job_id, str(exc))
+    except TRANSIENT:
+        raise
+    except Exception as exc:  # permanent: the job says why, the space moves on
+        stages.fail_job(coord, p.tenant, p.space, p.session.session_id, p.job_id, _reason(exc))
         send_drain(p.tenant, p.space)
         return
     if not chunks:
@@ -98,9 +104,11 @@ def extract(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     observe_wait(Queue.EXTRACT, p.enqueued_at)
     try:
         return stages.extract_stage(runtime.context(), p)
-    except AtomMemError as exc:
+    except TRANSIENT:
+        raise
+    except Exception as exc:  # permanent: fail the job; the collector then skips it
         coord = runtime.coordinator()
-        stages.fail_job(coord, p.tenant, p.space, p.session.session_id, p.job_id, str(exc))
+        stages.fail_job(coord, p.tenant, p.space, p.session.session_id, p.job_id, _reason(exc))
         return {"chunk": p.chunk, "drafts": []}
 
 
