@@ -122,6 +122,7 @@ class BrokerSettings(BaseModel):
     polling_interval: float = 0.01
     worker_concurrency: int = 2
     lock_ttl_ms: int = 400_000
+    busy_retry_s: float = 2.0
 
     @model_validator(mode="after")
     def _limits(self) -> BrokerSettings:

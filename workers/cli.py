@@ -82,11 +82,7 @@ def _client() -> Any:
         worker = EmbeddedWorker()
         worker.start()
         atexit.register(worker.stop)
-        client = MemoryClient(app, runtime.coordinator())
-        resumed = client.resend_open()
-        if resumed:
-            print(f"resuming {resumed} unfinished jobs from the last run", file=sys.stderr)
-        return client
+        return MemoryClient(app, runtime.coordinator())
     app.conf.update(celery_config(runtime.settings()))
     return MemoryClient(app, runtime.coordinator())
 
@@ -127,9 +123,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         raise InvalidInput("--create-space needs the store: create spaces through a worker")
     client = _client()
     started = time.perf_counter()
-    jobs = []
-    for space, data in batches:
-        jobs.extend(client.submit(tenant, space, data.sessions))
+    _resume_open(client)
+    jobs = client.submit_many(
+        tenant, [(space, s) for space, data in batches for s in data.sessions]
+    )
     bar = tqdm(total=len(jobs), desc="sessions", unit="session", disable=args.quiet)
 
     def progress(done: int) -> None:
@@ -139,6 +136,36 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     bar.close()
     seconds = time.perf_counter() - started
     return _report(tenant, finished, seconds)
+
+
+def _resume_open(client: Any) -> list[Any]:
+    """In embedded mode, send again the jobs an interrupted run left unfinished."""
+    if runtime.settings().broker.url is not None:
+        return []
+    jobs = client.resend_open()
+    if jobs:
+        print(f"resuming {len(jobs)} unfinished jobs of an interrupted run", file=sys.stderr)
+    return list(jobs)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    """Finish what an interrupted embedded run left: its journaled, unfinished jobs."""
+    tenant = _setup(args)
+    if runtime.settings().broker.url is not None:
+        raise InvalidInput("resume is for embedded runs; with a broker the queues keep the work")
+    if _store_reachable():
+        _context().embedder.encode([])
+    client = _client()
+    started = time.perf_counter()
+    jobs = _resume_open(client)
+    if not jobs:
+        print("nothing to resume")
+        return 0
+    by_tenant: dict[str, list[str]] = defaultdict(list)
+    for job in jobs:
+        by_tenant[job.tenant].append(job.job_id)
+    finished = [j for t, ids in by_tenant.items() for j in client.wait(t, ids)]
+    return _report(tenant, finished, time.perf_counter() - started)
 
 
 def _report(tenant: str, finished: list[Any], seconds: float) -> int:
@@ -439,6 +466,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["show", "retry"])
     p.add_argument("job_id")
     p.set_defaults(func=cmd_job)
+
+    p = sub.add_parser("resume", help="finish the jobs an interrupted embedded run left")
+    p.set_defaults(func=cmd_resume)
 
     p = sub.add_parser("demo", help="ingest the bundled sample conversation and answer questions")
     p.set_defaults(func=cmd_demo)

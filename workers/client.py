@@ -84,9 +84,9 @@ class MemoryClient:
         assert job is not None
         return job
 
-    def resend_open(self) -> int:
+    def resend_open(self) -> list[Job]:
         """Send every unfinished job again (the embedded journal after an interruption)."""
-        count = 0
+        sent = []
         for job in self._coord.open_jobs():
             raw = self._coord.job_payload(job.tenant, job.job_id)
             if raw is None:
@@ -94,8 +94,8 @@ class MemoryClient:
             payload = AcceptPayload.model_validate_json(raw)
             self._coord.register(job.tenant, job.space, job.session_id, payload.session.order)
             self._send(TaskName.ACCEPT, payload)
-            count += 1
-        return count
+            sent.append(job)
+        return sent
 
     def wait(
         self,

@@ -16,6 +16,7 @@ from celery.worker import state as worker_state
 
 from common.celery_config import celery_config
 from common.queues import Queue
+from common.store.coordination import SqliteCoordinator
 from workers import runtime
 from workers.celery_app import app
 
@@ -43,6 +44,9 @@ class EmbeddedWorker:
         app.conf.update(celery_config(settings))
         app.loader.import_default_modules()
         app.set_default()
+        coord = runtime.coordinator()
+        if isinstance(coord, SqliteCoordinator):
+            coord.clear_locks()  # held by a process that is gone: local mode has one owner
         worker_state.should_terminate = None
         self._controller = _Controller(
             app=app,

@@ -2,9 +2,10 @@
 
 A space commits strictly in session order: sessions are registered in a per-space
 sequence when submitted; the head of the sequence is committed, then profiled, then
-removed, each step under the space's lock. A step that cannot run now (lock held, head
-not extracted yet) returns and lets the next finished step pick the work up; every step
-ends by asking for another drain, so nothing waits in a blocked worker slot.
+removed, each step under the space's lock. A step that cannot run now (head not extracted
+yet) returns and lets the next finished step pick the work up; every step ends by asking
+for another drain, and a step that finds the lock held asks for one a little later (in
+case the holder died), so nothing waits in a blocked worker slot.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Next(StrEnum):
     NOTHING = "nothing"
     PROFILE = "profile"
     DRAIN = "drain"
+    BUSY = "busy"  # the lock is held: try again shortly, in case its holder died
 
 
 def fail_job(
@@ -116,7 +118,7 @@ def drain_stage(ctx: MemoryContext, coord: Coordinator, tenant: str, space: str)
     """Commit the head session of the space if its drafts are ready."""
     token = uuid.uuid4().hex
     if not coord.acquire(tenant, space, token, ctx.settings.broker.lock_ttl_ms):
-        return Next.NOTHING  # the holder asks for a drain when it finishes
+        return Next.BUSY
     try:
         head = coord.head(tenant, space)
         if head is None:
@@ -155,7 +157,7 @@ def profile_stage(
     """The profile batch after a session's commit (or on demand with no session)."""
     token = uuid.uuid4().hex
     if not coord.acquire(tenant, space, token, ctx.settings.broker.lock_ttl_ms):
-        return Next.NOTHING
+        return Next.BUSY
     try:
         if session_id is None:
             profile_flush(ctx, tenant, space)

@@ -43,8 +43,8 @@ def send(name: TaskName, payload: Any, countdown: float | None = None) -> None:
     app.send_task(name.value, kwargs={"payload": body}, countdown=countdown)
 
 
-def send_drain(tenant: str, space: str) -> None:
-    send(TaskName.DRAIN, SpacePayload(enqueued_at=0.0, tenant=tenant, space=space))
+def send_drain(tenant: str, space: str, countdown: float | None = None) -> None:
+    send(TaskName.DRAIN, SpacePayload(enqueued_at=0.0, tenant=tenant, space=space), countdown)
 
 
 @app.task(
@@ -154,6 +154,8 @@ def drain(self: Task, payload: dict[str, Any]) -> None:
         )
     elif step is stages.Next.DRAIN:
         send_drain(p.tenant, p.space)
+    elif step is stages.Next.BUSY:
+        send_drain(p.tenant, p.space, countdown=runtime.settings().broker.busy_retry_s)
 
 
 @app.task(
@@ -174,3 +176,5 @@ def profile(self: Task, payload: dict[str, Any]) -> None:
     )
     if step is stages.Next.DRAIN:
         send_drain(p.tenant, p.space)
+    elif step is stages.Next.BUSY:
+        send_drain(p.tenant, p.space, countdown=runtime.settings().broker.busy_retry_s)

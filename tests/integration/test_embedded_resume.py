@@ -1,0 +1,73 @@
+"""An embedded run killed mid-ingest finishes from its journal with `atommem resume`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import ROOT
+from tests.integration.memory_dump import dump
+
+pytestmark = pytest.mark.integration
+
+
+def cli(data: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "workers.cli", "--quiet", "--data-dir", str(data), *args]
+
+
+def done_jobs(journal: Path) -> int:
+    if not journal.exists():
+        return 0
+    try:
+        with sqlite3.connect(journal) as db:
+            rows = db.execute("SELECT body FROM jobs").fetchall()
+    except sqlite3.OperationalError:
+        return 0
+    return sum('"state":"done"' in row[0] for row in rows)
+
+
+def test_interrupted_embedded_ingest_resumes_from_its_journal(tmp_path: Path, locomo: Path) -> None:
+    conv = locomo / "atommem_facts" / "conv-30.json"
+    reference = tmp_path / "reference"
+    out = subprocess.run(
+        cli(reference, "ingest", "--create-space", str(conv)),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+
+    data = tmp_path / "interrupted"
+    proc = subprocess.Popen(
+        cli(data, "ingest", "--create-space", str(conv)),
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    journal = data / "coordination.sqlite"
+    deadline = time.monotonic() + 300
+    while done_jobs(journal) < 3 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    assert 3 <= done_jobs(journal) < 19, "the kill must land in the middle of the ingest"
+
+    resumed = subprocess.run(
+        cli(data, "resume"), cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming" in resumed.stderr
+    assert done_jobs(journal) == 19
+    assert dump(data / "qdrant", "default", ["conv-30"]) == dump(
+        reference / "qdrant", "default", ["conv-30"]
+    )
