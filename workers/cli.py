@@ -298,6 +298,15 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_profile_batch(args: argparse.Namespace) -> int:
+    """Send an on-demand profile batch for a space."""
+    tenant = _setup(args)
+    client = _client()
+    client.flush_profiles(tenant, args.space)
+    print(f"profile batch done for space {args.space!r}")
+    return 0
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     tenant = _setup(args)
     ctx = _context()
@@ -452,6 +461,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--space", required=True)
     p.add_argument("question")
     p.set_defaults(func=cmd_ask)
+
+    p = sub.add_parser("profile-batch", help="run the profile batch of a space now")
+    p.add_argument("--space", required=True)
+    p.set_defaults(func=cmd_profile_batch)
 
     p = sub.add_parser("stats", help="counts per space")
     p.add_argument("--space")

@@ -10,7 +10,7 @@ from celery import Celery
 
 from common.errors import AtomMemError
 from common.memory.stages import job_id_for
-from common.models.jobs import FINISHED, AcceptPayload, Job, QueryPayload
+from common.models.jobs import FINISHED, AcceptPayload, Job, ProfilePayload, QueryPayload
 from common.models.session import SessionInput
 from common.queues import TaskName
 from common.store.coordination import Coordinator
@@ -27,9 +27,9 @@ class MemoryClient:
         self._app = app
         self._coord = coord
 
-    def _send(self, name: TaskName, body: Any) -> Any:
+    def _send(self, name: TaskName, body: Any, **options: Any) -> Any:
         payload = body.model_copy(update={"enqueued_at": time.time()}).model_dump(mode="json")
-        return self._app.send_task(name.value, kwargs={"payload": payload})
+        return self._app.send_task(name.value, kwargs={"payload": payload}, **options)
 
     def submit(self, tenant: str, space: str, sessions: Sequence[SessionInput]) -> list[Job]:
         """Accept sessions of one space (see `submit_many`)."""
@@ -123,6 +123,11 @@ class MemoryClient:
                 raise TimeoutError(f"{len(pending)} jobs still running after {timeout}s")
             time.sleep(poll)
         return [finished[j] for j in job_ids]
+
+    def flush_profiles(self, tenant: str, space: str, timeout: float = 300.0) -> None:
+        """Run the profile batch now over the space's pending candidates, and wait for it."""
+        body = ProfilePayload(enqueued_at=0.0, tenant=tenant, space=space)
+        self._send(TaskName.PROFILE, body, ignore_result=False).get(timeout=timeout, interval=0.01)
 
     def _query(
         self, name: TaskName, tenant: str, space: str, question: str, k: int | None, timeout: float

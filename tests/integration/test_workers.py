@@ -134,3 +134,39 @@ def test_worker_killed_mid_ingest_loses_and_duplicates_nothing(
     expected = dump(tmp_path / "embedded" / "qdrant", "default", ["conv-30"])
     got = dump(queued / "qdrant", "default", ["conv-30"])
     assert got == expected
+
+
+def test_failed_jobs_say_why_and_retry_without_duplicates(tmp_path: Path, redis_url: str) -> None:
+    sample = ROOT / "workers" / "samples" / "sample_conversation.json"
+    embedded_reference(tmp_path / "embedded", [sample])
+
+    queued = tmp_path / "queued"
+    env = worker_env(redis_url, queued)
+    client = producer(redis_url)
+    sessions = read_sessions(sample).sessions
+    worker = WorkerProcess(env, tmp_path / "worker1.log", ALL_QUEUES)
+    try:
+        worker.wait_ready()
+        jobs = client.submit("default", "demo", sessions)  # the space does not exist yet
+        failed = client.wait("default", [j.job_id for j in jobs], timeout=300)
+    finally:
+        worker.stop()
+    assert {j.state for j in failed} == {"failed"}
+    assert all("space 'demo' does not exist" in (j.reason or "") for j in failed)
+
+    create_spaces(queued, ["demo"])
+    worker = WorkerProcess(env, tmp_path / "worker2.log", ALL_QUEUES)
+    try:
+        worker.wait_ready()
+        for job in failed:
+            client.retry("default", job.job_id)
+        done = client.wait("default", [j.job_id for j in failed], timeout=300)
+        assert [j.state for j in done] == ["done"] * len(sessions)
+        assert all(j.attempts == 2 for j in done)
+        client.retry("default", failed[0].job_id)  # retrying a finished job changes nothing
+        again = client.wait("default", [failed[0].job_id], timeout=300)[0]
+        assert again.state == "done" and again.unchanged
+    finally:
+        worker.stop()
+    expected = dump(tmp_path / "embedded" / "qdrant", "default", ["demo"])
+    assert dump(queued / "qdrant", "default", ["demo"]) == expected

@@ -174,7 +174,10 @@ def profile(self: Task, payload: dict[str, Any]) -> None:
     step = stages.profile_stage(
         runtime.context(), runtime.coordinator(), p.tenant, p.space, p.session_id
     )
+    busy_wait = runtime.settings().broker.busy_retry_s
+    if step is stages.Next.BUSY and p.session_id is None:
+        raise self.retry(countdown=busy_wait, max_retries=30)  # on demand: try again
     if step is stages.Next.DRAIN:
         send_drain(p.tenant, p.space)
     elif step is stages.Next.BUSY:
-        send_drain(p.tenant, p.space, countdown=runtime.settings().broker.busy_retry_s)
+        send_drain(p.tenant, p.space, countdown=busy_wait)
