@@ -14,8 +14,7 @@ class SearchHit(BaseModel):
     fact_id: str
     text: str
     score: float
-    cosine: float
-    jaccard: float
+    stages: dict[str, float]
     turn_ids: list[str]
     session_id: str
     time: FactTime
@@ -28,11 +27,19 @@ class ProfileHit(BaseModel):
     valid_from: date
 
 
+class EventHit(BaseModel):
+    event_id: str
+    summary: str
+    score: float
+
+
 class SearchResponse(BaseModel):
     question: str
     intent: QueryIntent
     hits: list[SearchHit]
     profiles: list[ProfileHit]
+    events: list[EventHit]
+    timings_ms: dict[str, float]
 
 
 class AskResponse(SearchResponse):

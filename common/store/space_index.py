@@ -205,6 +205,10 @@ def _fact_span(fact: Fact) -> TimeRange | None:
     return fact.time.event
 
 
+def _event_span(event: Event) -> TimeRange | None:
+    return event.time_span
+
+
 def _event_people(event: Event) -> list[str]:
     return event.participants
 
@@ -227,7 +231,7 @@ class SpaceIndex:
 
     def __post_init__(self) -> None:
         self.facts = KindIndex(self.dimension, _fact_people, _fact_span)
-        self.events = KindIndex(self.dimension, _event_people)
+        self.events = KindIndex(self.dimension, _event_people, _event_span)
         self.profiles = KindIndex(self.dimension, _profile_people)
 
     def put_fact(self, fact: Fact, vector: np.ndarray) -> None:

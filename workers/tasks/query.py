@@ -9,9 +9,9 @@ from celery import Task
 from common.errors import AtomMemError
 from common.models.jobs import QueryPayload
 from common.queues import Queue, TaskName
-from common.retrieval.flat import ask as ask_memory
-from common.retrieval.flat import ask_response, search_response
-from common.retrieval.flat import search as search_memory
+from common.retrieval.search import ask as ask_memory
+from common.retrieval.search import ask_response, search_response
+from common.retrieval.search import search as search_memory
 from workers import runtime
 from workers.celery_app import app, observe_wait
 from workers.tasks.pipeline import RETRY

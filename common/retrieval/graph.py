@@ -1,0 +1,209 @@
+"""The local multi-channel fact graph around the seeds (entity, event and turn edges).
+
+Built from the space index (keyword postings, event membership, turn positions), so a
+query makes no store round trip for its neighbours.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Collection
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from common.retrieval.ppr import mix_channels, random_walk_with_restart, restart_vector
+from common.settings import GraphSettings
+from common.store.space_index import SpaceIndex
+
+
+def frequency_penalty(df_ratio: float, is_query: bool, cfg: GraphSettings) -> float:
+    """π(k) = (τ / max(df/N, τ))^γ, floored for query keywords (Appendix A.3.1)."""
+    if is_query:
+        base = (
+            cfg.query_penalty_tau / max(df_ratio, cfg.query_penalty_tau)
+        ) ** cfg.query_penalty_gamma
+        return max(cfg.query_penalty_floor, base)
+    tau = cfg.non_query_penalty_tau
+    return (tau / max(df_ratio, tau)) ** cfg.non_query_penalty_gamma
+
+
+def keyword_weight(df: int, n: int, is_query: bool, cfg: GraphSettings) -> float:
+    """ω(k) = IDF(k) · β_q(k) · π(k), with IDF = ln(N / df)."""
+    if df <= 0 or n <= 0:
+        return 0.0
+    idf = math.log(n / df)
+    if idf <= 0:
+        return 0.0
+    boost = cfg.query_keyword_boost if is_query else 1.0
+    return idf * boost * frequency_penalty(df / n, is_query, cfg)
+
+
+def event_edge_weight(size: int, cfg: GraphSettings) -> float:
+    """1 / (|F_e| − 1)^α for an event of `size` facts; 0 past the maximum size."""
+    if size < 2 or (cfg.max_event_size is not None and size > cfg.max_event_size):
+        return 0.0
+    return 1.0 / (size - 1) ** cfg.event_size_alpha
+
+
+def turn_edge_weight(distance: int, cfg: GraphSettings) -> float:
+    """exp(−Δpos / τ) within the window, 0 beyond it."""
+    if distance < 0 or distance > cfg.turn_window:
+        return 0.0
+    return math.exp(-distance / cfg.tau_turn)
+
+
+@dataclass
+class GraphResult:
+    rows: list[int]  # fact rows of the local graph, seeds first
+    activation: np.ndarray  # RWR activation per local node
+    edges: int
+
+
+class LocalGraph:
+    """Neighbour lookups over one space index for one query."""
+
+    def __init__(self, index: SpaceIndex, query_keywords: Collection[str], cfg: GraphSettings):
+        self.index = index
+        self.cfg = cfg
+        self.query = set(query_keywords)
+        facts = index.facts
+        self.n = max(len(facts), 1)
+        self._kw_weight: dict[str, float] = {}
+        # turn positions: (session_seq, position) → rows
+        self._turns: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+        self._pos: dict[int, tuple[int, list[int]]] = {}
+        for row, fact in enumerate(facts.records):
+            if not facts.alive[row]:
+                continue
+            seq = fact.source.session_seq
+            self._pos[row] = (seq, fact.source.positions)
+            for p in fact.source.positions:
+                self._turns[seq][p].append(row)
+
+    def weight(self, keyword: str) -> float:
+        if keyword not in self._kw_weight:
+            df = len(self.index.facts.kw_postings.get(keyword, ()))
+            self._kw_weight[keyword] = keyword_weight(df, self.n, keyword in self.query, self.cfg)
+        return self._kw_weight[keyword]
+
+    def _people(self, row: int) -> set[str]:
+        return set(self.index.facts.records[row].participants)
+
+    def entity_neighbours(self, row: int) -> dict[int, float]:
+        out: dict[int, float] = defaultdict(float)
+        facts = self.index.facts
+        mine = self._people(row)
+        for kw in facts.records[row].keywords:
+            w = self.weight(kw)
+            if w <= self.cfg.edge_epsilon:
+                continue
+            for other in facts.kw_postings.get(kw, ()):
+                if other != row:
+                    out[other] += w
+        # person gate: no edge between facts about disjoint sets of people
+        gated = {
+            v: w
+            for v, w in out.items()
+            if not (mine and self._people(v) and not (mine & self._people(v)))
+        }
+        return _top(gated, self.cfg.max_neighbors_per_fact)
+
+    def event_neighbours(self, row: int) -> dict[int, float]:
+        out: dict[int, float] = defaultdict(float)
+        facts, events = self.index.facts, self.index.events
+        for eid in facts.records[row].event_ids:
+            if eid not in events:
+                continue
+            members = events.get(eid).fact_ids
+            w = event_edge_weight(len(members), self.cfg)
+            if w <= 0:
+                continue
+            for fid in members:
+                other = facts.rows.get(fid)
+                if other is not None and other != row and facts.alive[other]:
+                    out[other] += w
+        return _top(out, self.cfg.max_event_neighbors_per_fact)
+
+    def turn_neighbours(self, row: int) -> dict[int, float]:
+        if row not in self._pos:
+            return {}
+        seq, positions = self._pos[row]
+        out: dict[int, float] = {}
+        by_pos = self._turns[seq]
+        for p in positions:
+            for d in range(0, self.cfg.turn_window + 1):
+                for q in {p - d, p + d}:
+                    for other in by_pos.get(q, ()):
+                        if other != row:
+                            out[other] = max(out.get(other, 0.0), turn_edge_weight(d, self.cfg))
+        return _top(out, self.cfg.max_turn_neighbors_per_fact)
+
+    def run(self, seed_rows: list[int], seed_scores: np.ndarray) -> GraphResult:
+        """Expand ≤ max_hops from the seeds up to max_local_nodes, then RWR."""
+        cfg = self.cfg
+        nodes: dict[int, int] = {}
+        for row in seed_rows:
+            nodes.setdefault(row, len(nodes))
+        channels: dict[int, tuple[dict[int, float], dict[int, float], dict[int, float]]] = {}
+        frontier = list(nodes)
+        for _ in range(cfg.max_hops):
+            following = []
+            for row in frontier:
+                nbrs = (
+                    self.entity_neighbours(row),
+                    self.event_neighbours(row),
+                    self.turn_neighbours(row),
+                )
+                channels[row] = nbrs
+                combined: dict[int, float] = defaultdict(float)
+                for rho, chan in zip(
+                    (cfg.rho_keyword, cfg.rho_event, cfg.rho_turn), nbrs, strict=True
+                ):
+                    total = sum(chan.values()) or 1.0
+                    for v, w in chan.items():
+                        combined[v] += rho * w / total
+                for v in sorted(combined, key=lambda x: (-combined[x], x)):
+                    if len(nodes) >= cfg.max_local_nodes:
+                        break
+                    if v not in nodes:
+                        nodes[v] = len(nodes)
+                        following.append(v)
+            frontier = following
+        for row in nodes:
+            if row not in channels:
+                channels[row] = (
+                    self.entity_neighbours(row),
+                    self.event_neighbours(row),
+                    self.turn_neighbours(row),
+                )
+        size = len(nodes)
+        mats = []
+        edges = 0
+        for c in range(3):
+            r_idx, c_idx, vals = [], [], []
+            for row, i in nodes.items():
+                for v, w in channels[row][c].items():
+                    j = nodes.get(v)
+                    if j is not None and w > cfg.edge_epsilon:
+                        r_idx.append(i)
+                        c_idx.append(j)
+                        vals.append(w)
+            edges += len(vals)
+            mats.append(sp.csr_matrix((vals, (r_idx, c_idx)), shape=(size, size)))
+        transition = mix_channels(mats, (cfg.rho_keyword, cfg.rho_event, cfg.rho_turn))
+        restart = np.zeros(size)
+        restart[: len(seed_scores)] = restart_vector(seed_scores, cfg.seed_score_power)
+        activation = random_walk_with_restart(
+            transition, restart, cfg.restart_prob, cfg.max_iter, cfg.tol
+        )
+        return GraphResult(rows=list(nodes), activation=activation, edges=edges)
+
+
+def _top(weights: dict[int, float], k: int) -> dict[int, float]:
+    if len(weights) <= k:
+        return dict(weights)
+    keep = sorted(weights, key=lambda v: (-weights[v], v))[:k]
+    return {v: weights[v] for v in keep}

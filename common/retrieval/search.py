@@ -1,0 +1,260 @@
+"""Hierarchical hybrid recall (§5): primary, compensatory through events, associative graph
+with random walk with restart, and profiles; `flat`, `no-graph`, `no-profile` are ablations.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import Literal
+
+import numpy as np
+
+from common.errors import InvalidInput
+from common.llm.contracts import Answer, EvidenceItem, QueryIntent
+from common.memory.context import MemoryContext
+from common.models.memory import Event, Fact, Profile, ProfileVersion
+from common.models.query import AskResponse, EventHit, ProfileHit, SearchHit, SearchResponse
+from common.retrieval.graph import LocalGraph
+from common.retrieval.hybrid import hybrid_many
+from common.store import records
+from common.store.space_index import SpaceIndex
+
+RecallMode = Literal["full", "flat", "no-graph", "no-profile"]
+
+
+@dataclass
+class Hit:
+    fact: Fact
+    score: float
+    stages: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class SearchResult:
+    question: str
+    intent: QueryIntent
+    hits: list[Hit]
+    profiles: list[tuple[Profile, Profile | ProfileVersion]] = field(default_factory=list)
+    events: list[tuple[Event, float]] = field(default_factory=list)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class AskResult:
+    search: SearchResult
+    answer: Answer
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.start = self.last = time.perf_counter()
+        self.laps: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = (now - self.last) * 1000
+        self.last = now
+
+    def done(self) -> dict[str, float]:
+        self.laps["total"] = (time.perf_counter() - self.start) * 1000
+        return self.laps
+
+
+def _filtered(index: SpaceIndex, intent: QueryIntent, kind: str) -> np.ndarray:
+    """Rows sharing a participant with the question and compatible with its time; all rows
+    when the filters leave nothing."""
+    rows = index.facts if kind == "facts" else index.events
+    mask = rows.time_compatible(rows.mask(intent.participants or None), intent.time_range)
+    return mask if mask.any() else rows.mask()
+
+
+def compensatory(
+    ctx: MemoryContext,
+    index: SpaceIndex,
+    intent: QueryIntent,
+    vector: np.ndarray,
+    exclude: set[str],
+) -> tuple[list[Hit], list[tuple[Event, float]]]:
+    """Events by S_h(E,Q); their facts minus `exclude`, by S_f = w_e·S_h(E,Q) + (1−w_e)·S_h(F,Q)."""
+    cfg = ctx.settings
+    events = index.events.hybrid(
+        vector,
+        intent.keywords,
+        cfg.similarity,
+        _filtered(index, intent, "events"),
+        k=cfg.retrieval.event_top_k,
+    )
+    used = [(index.events.get(e.id), e.score) for e in events]
+    best: dict[int, float] = {}
+    for event, event_score in used:
+        for fid in event.fact_ids:
+            row = index.facts.rows.get(fid)
+            if row is None or fid in exclude or not index.facts.alive[row]:
+                continue
+            best[row] = max(best.get(row, -np.inf), event_score)
+    if not best:
+        return [], used
+    rows = np.fromiter(best, dtype=np.int64)
+    fact_scores = hybrid_many(
+        index.facts.matrix[rows] @ vector,
+        index.facts.jaccard(intent.keywords)[rows],
+        cfg.similarity,
+    )
+    w = cfg.retrieval.event_weight
+    fused = [
+        (int(row), w * best[int(row)] + (1 - w) * float(fs), float(fs))
+        for row, fs in zip(rows, fact_scores, strict=True)
+    ]
+    fused.sort(key=lambda x: (-x[1], x[0]))
+    hits = [
+        Hit(index.facts.records[row], sf, {"compensatory": sf, "fact_sh": fh})
+        for row, sf, fh in fused[: cfg.retrieval.compensatory_top_k]
+    ]
+    return hits, used
+
+
+def associative(
+    ctx: MemoryContext, index: SpaceIndex, intent: QueryIntent, seeds: list[Hit], k: int
+) -> list[Hit]:
+    """Random walk with restart over the local graph around the seeds; top k by activation."""
+    cfg = ctx.settings.graph
+    ordered = sorted(seeds, key=lambda h: -h.score)[: cfg.max_seed_facts]
+    rows = [index.facts.rows[h.fact.id] for h in ordered]
+    scores = np.array(
+        [h.score + cfg.seed_rank_prior / (rank + 1) for rank, h in enumerate(ordered)]
+    )
+    result = LocalGraph(index, intent.keywords, cfg).run(rows, scores)
+    by_row = {h.fact.id: h for h in ordered}
+    top = np.argsort(-result.activation, kind="stable")[:k]
+    hits = []
+    for i in top:
+        fact = index.facts.records[result.rows[int(i)]]
+        stages = dict(by_row[fact.id].stages) if fact.id in by_row else {}
+        stages["graph"] = float(result.activation[int(i)])
+        hits.append(Hit(fact, float(result.activation[int(i)]), stages))
+    return hits
+
+
+def search(
+    ctx: MemoryContext,
+    tenant: str,
+    space: str,
+    question: str,
+    k: int | None = None,
+    now: datetime | None = None,
+    mode: RecallMode | None = None,
+) -> SearchResult:
+    """The top-k facts for a question, with the events and profiles used and stage timings."""
+    if not question.strip():
+        raise InvalidInput("the question is empty")
+    clock = _Clock()
+    space_record = records.require_space(ctx.store, tenant, space)
+    index = ctx.index(tenant, space)
+    now = now or datetime.now(UTC).replace(tzinfo=None)
+    intent = ctx.backend.query_intent(question, space_record.participants, now)
+    clock.lap("intent")
+    vector = ctx.embedder.encode([question])[0]
+    clock.lap("embedding")
+    cfg = ctx.settings.retrieval
+    mode = mode or cfg.mode
+    k = k or cfg.final_top_k
+    sim = ctx.settings.similarity
+    fmask = _filtered(index, intent, "facts")
+    events: list[tuple[Event, float]] = []
+    if mode == "flat":
+        ranked = index.facts.hybrid(vector, intent.keywords, sim, fmask, k=k)
+        hits = [Hit(index.facts.get(r.id), r.score, {"primary": r.score}) for r in ranked]
+        clock.lap("primary")
+    else:
+        ranked = index.facts.hybrid(vector, intent.keywords, sim, fmask, k=cfg.primary_top_k)
+        primary = [Hit(index.facts.get(r.id), r.score, {"primary": r.score}) for r in ranked]
+        clock.lap("primary")
+        extra, events = compensatory(ctx, index, intent, vector, {h.fact.id for h in primary})
+        clock.lap("compensatory")
+        seeds = primary + extra
+        if mode == "no-graph" or not seeds:
+            hits = sorted(seeds, key=lambda h: -h.score)[:k]
+        else:
+            hits = associative(ctx, index, intent, seeds, k)
+            clock.lap("graph")
+    profiles: list[tuple[Profile, Profile | ProfileVersion]] = []
+    if intent.needs_profile and mode not in ("flat", "no-profile"):
+        profiles = top_profiles(ctx, tenant, space, intent, vector, now.date())
+        clock.lap("profiles")
+    return SearchResult(question, intent, hits, profiles, events, clock.done())
+
+
+def top_profiles(
+    ctx: MemoryContext,
+    tenant: str,
+    space: str,
+    intent: QueryIntent,
+    vector: np.ndarray,
+    day: date,
+) -> list[tuple[Profile, Profile | ProfileVersion]]:
+    """The k_p closest profiles of the participants, each in the version valid on `day`."""
+    index = ctx.index(tenant, space)
+    when = intent.time_range.end if intent.time_range else day
+    mask = index.profiles.mask(intent.participants or None)
+    ranked = index.profiles.hybrid(
+        vector,
+        intent.keywords,
+        ctx.settings.similarity,
+        mask,
+        k=ctx.settings.retrieval.profile_top_k,
+    )
+    out = []
+    for r in ranked:
+        profile = index.profiles.get(r.id)
+        version = profile.version_at(when)
+        if version is not None:
+            out.append((profile, version))
+    return out
+
+
+def ask(
+    ctx: MemoryContext, tenant: str, space: str, question: str, now: datetime | None = None
+) -> AskResult:
+    """Search, then an answer from the configured backend with its evidence."""
+    result = search(ctx, tenant, space, question, now=now)
+    evidence = [
+        EvidenceItem(fact_id=h.fact.id, text=h.fact.text, score=h.score, time=h.fact.time)
+        for h in result.hits
+    ]
+    answer = ctx.backend.answer(question, result.intent, evidence)
+    return AskResult(search=result, answer=answer)
+
+
+def search_response(result: SearchResult) -> SearchResponse:
+    """The wire form of a search result."""
+    return SearchResponse(
+        question=result.question,
+        intent=result.intent,
+        hits=[
+            SearchHit(
+                fact_id=h.fact.id,
+                text=h.fact.text,
+                score=h.score,
+                stages=h.stages,
+                turn_ids=h.fact.all_turn_ids(),
+                session_id=h.fact.source.session_id,
+                time=h.fact.time,
+            )
+            for h in result.hits
+        ],
+        profiles=[
+            ProfileHit(profile_id=p.id, person=p.person, content=v.content, valid_from=v.t_from)
+            for p, v in result.profiles
+        ],
+        events=[EventHit(event_id=e.id, summary=e.summary, score=s) for e, s in result.events],
+        timings_ms=result.timings_ms,
+    )
+
+
+def ask_response(result: AskResult) -> AskResponse:
+    base = search_response(result.search)
+    return AskResponse(
+        **base.model_dump(), answer=result.answer.text, answer_fact_ids=result.answer.fact_ids
+    )

@@ -1,0 +1,154 @@
+"""PPR, channel mixing and edge weights on small hand-built graphs (Eq. 7-11, A.3.1)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from common.retrieval.graph import (
+    event_edge_weight,
+    frequency_penalty,
+    keyword_weight,
+    turn_edge_weight,
+)
+from common.retrieval.ppr import (
+    mix_channels,
+    random_walk_with_restart,
+    restart_vector,
+    row_normalize,
+)
+from common.settings import GraphSettings
+
+CFG = GraphSettings()
+
+
+def test_rwr_matches_the_closed_form_without_dangling_nodes() -> None:
+    w = np.array([[0, 2, 1], [1, 0, 1], [3, 1, 0]], dtype=float)
+    p_mat = row_normalize(sp.csr_matrix(w))
+    restart = np.array([0.7, 0.3, 0.0])
+    eta = 0.34
+    closed = eta * np.linalg.solve(np.eye(3) - (1 - eta) * p_mat.toarray().T, restart)
+    r = random_walk_with_restart(p_mat, restart, eta, max_iter=500, tol=1e-12)
+    np.testing.assert_allclose(r, closed, atol=1e-9)
+    assert r.sum() == pytest.approx(1.0)
+
+
+def test_dangling_mass_returns_to_the_restart_vector() -> None:
+    # node 2 has no out-edges: its mass goes back to p, so total mass stays 1
+    p_mat = sp.csr_matrix(np.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]], dtype=float))
+    restart = np.array([1.0, 0.0, 0.0])
+    eta = 0.34
+    r = random_walk_with_restart(p_mat, restart, eta, max_iter=1000, tol=1e-14)
+    # closed form with the dangling row replaced by the restart distribution
+    fixed = p_mat.toarray()
+    fixed[2] = restart
+    closed = eta * np.linalg.solve(np.eye(3) - (1 - eta) * fixed.T, restart)
+    np.testing.assert_allclose(r, closed, atol=1e-9)
+    assert r.sum() == pytest.approx(1.0)
+
+
+def test_rwr_stops_at_max_iter() -> None:
+    p_mat = row_normalize(sp.csr_matrix(np.array([[0, 1.0], [1.0, 0]])))
+    r1 = random_walk_with_restart(p_mat, np.array([1.0, 0.0]), 0.34, max_iter=1, tol=0.0)
+    np.testing.assert_allclose(r1, [0.34, 0.66])
+
+
+def test_channels_are_row_normalised_and_mixed_with_per_node_renormalised_priors() -> None:
+    entity = sp.csr_matrix(np.array([[0, 2, 2], [1, 0, 0], [0, 0, 0]], dtype=float))
+    event = sp.csr_matrix(np.array([[0, 0, 5], [0, 0, 0], [1, 0, 0]], dtype=float))
+    turn = sp.csr_matrix((3, 3))
+    mixed = mix_channels([entity, event, turn], [0.45, 0.40, 0.15]).toarray()
+    # node 0 has entity and event edges: priors 0.45/0.85 and 0.40/0.85
+    np.testing.assert_allclose(
+        mixed[0], [0, 0.45 / 0.85 * 0.5, 0.45 / 0.85 * 0.5 + 0.40 / 0.85 * 1.0]
+    )
+    np.testing.assert_allclose(mixed[1], [1.0, 0, 0])  # entity only: its prior becomes 1
+    np.testing.assert_allclose(mixed[2], [1.0, 0, 0])  # event only
+    np.testing.assert_allclose(mixed.sum(axis=1), [1, 1, 1])
+
+
+def test_restart_vector_sharpens_seed_scores() -> None:
+    p = restart_vector(np.array([0.8, 0.4]), 5.0)
+    np.testing.assert_allclose(p, [0.8**5, 0.4**5] / np.float64(0.8**5 + 0.4**5))
+    np.testing.assert_allclose(restart_vector(np.array([0.0, 0.0]), 5.0), [0.5, 0.5])
+
+
+@pytest.mark.parametrize(
+    ("ratio", "expected"),
+    [(0.01, 1.0), (0.05, 1.0), (0.10, (0.05 / 0.10) ** 0.7), (0.5, 0.45), (1.0, 0.45)],
+)
+def test_query_keyword_penalty_with_floor(ratio: float, expected: float) -> None:
+    assert frequency_penalty(ratio, True, CFG) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("ratio", "expected"), [(0.05, 1.0), (0.10, 1.0), (0.2, 0.5), (1.0, 0.1)])
+def test_non_query_keyword_penalty(ratio: float, expected: float) -> None:
+    assert frequency_penalty(ratio, False, CFG) == pytest.approx(expected)
+
+
+def test_keyword_weight_is_idf_times_boost_times_penalty() -> None:
+    assert keyword_weight(2, 100, True, CFG) == pytest.approx(math.log(50) * 2.5 * 1.0)
+    assert keyword_weight(20, 100, False, CFG) == pytest.approx(math.log(5) * (0.1 / 0.2))
+    assert keyword_weight(100, 100, True, CFG) == 0.0  # in every fact: no information
+    assert keyword_weight(0, 100, True, CFG) == 0.0
+
+
+def test_event_edges_penalise_size_and_stop_past_the_maximum() -> None:
+    assert event_edge_weight(1, CFG) == 0.0
+    assert event_edge_weight(2, CFG) == pytest.approx(1.0)
+    assert event_edge_weight(5, CFG) == pytest.approx(1 / 4**1.25)
+    assert event_edge_weight(60, CFG) == pytest.approx(1 / 59**1.25)
+    assert event_edge_weight(61, CFG) == 0.0
+
+
+def test_turn_edges_decay_within_the_window() -> None:
+    assert turn_edge_weight(0, CFG) == pytest.approx(1.0)
+    assert turn_edge_weight(1, CFG) == pytest.approx(math.exp(-0.5))
+    assert turn_edge_weight(2, CFG) == pytest.approx(math.exp(-1.0))
+    assert turn_edge_weight(3, CFG) == 0.0
+
+
+def _fact(i: int, keywords: list[str], people: list[str], seq: int, pos: int):  # type: ignore[no-untyped-def]
+    from datetime import datetime
+
+    from common.models.memory import Fact, FactSource, FactTime
+
+    return Fact(
+        id=f"f{i}",
+        tenant="t",
+        space="s",
+        text=f"fact {i}",
+        participants=people,
+        keywords=keywords,
+        time=FactTime(session=datetime(2024, 1, 1)),
+        source=FactSource(
+            session_id=f"s{seq}", session_seq=seq, turn_ids=[f"D{seq}:{pos}"], positions=[pos]
+        ),
+    )
+
+
+def test_local_graph_reaches_keyword_and_turn_neighbours_but_not_strangers() -> None:
+    from common.retrieval.graph import LocalGraph
+    from common.store.space_index import SpaceIndex
+
+    index = SpaceIndex(tenant="t", space="s", dimension=2)
+    facts = [
+        _fact(0, ["guitar", "lesson"], ["Ann"], 1, 1),
+        _fact(1, ["guitar", "concert"], ["Ann"], 3, 9),  # shares a keyword with the seed
+        _fact(2, ["weather"], ["Ann"], 1, 2),  # next turn after the seed
+        _fact(3, ["garden"], ["Ann"], 5, 4),  # nothing in common
+        _fact(4, ["guitar"], ["Bob"], 4, 1),  # shares a keyword, but only Bob: gated
+    ]
+    for f in facts:
+        index.put_fact(f, np.array([1.0, 0.0], dtype=np.float32))
+    result = LocalGraph(index, ["guitar"], CFG).run([0], np.array([0.9]))
+    reached = {index.facts.ids[r] for r in result.rows}
+    assert reached == {"f0", "f1", "f2"}
+    activation = dict(
+        zip((index.facts.ids[r] for r in result.rows), result.activation, strict=True)
+    )
+    assert activation["f0"] > activation["f1"] > 0 and activation["f2"] > 0
+    assert sum(activation.values()) == pytest.approx(1.0)
