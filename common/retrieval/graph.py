@@ -72,16 +72,7 @@ class LocalGraph:
         facts = index.facts
         self.n = max(len(facts), 1)
         self._kw_weight: dict[str, float] = {}
-        # turn positions: (session_seq, position) → rows
-        self._turns: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
-        self._pos: dict[int, tuple[int, list[int]]] = {}
-        for row, fact in enumerate(facts.records):
-            if not facts.alive[row]:
-                continue
-            seq = fact.source.session_seq
-            self._pos[row] = (seq, fact.source.positions)
-            for p in fact.source.positions:
-                self._turns[seq][p].append(row)
+        self._turns = index.turn_map()
 
     def weight(self, keyword: str) -> float:
         if keyword not in self._kw_weight:
@@ -128,12 +119,10 @@ class LocalGraph:
         return _top(out, self.cfg.max_event_neighbors_per_fact)
 
     def turn_neighbours(self, row: int) -> dict[int, float]:
-        if row not in self._pos:
-            return {}
-        seq, positions = self._pos[row]
+        source = self.index.facts.records[row].source
         out: dict[int, float] = {}
-        by_pos = self._turns[seq]
-        for p in positions:
+        by_pos = self._turns.get(source.session_seq, {})
+        for p in source.positions:
             for d in range(0, self.cfg.turn_window + 1):
                 for q in {p - d, p + d}:
                     for other in by_pos.get(q, ()):

@@ -230,9 +230,25 @@ class SpaceIndex:
     profiles: KindIndex[Profile] = field(init=False)
 
     def __post_init__(self) -> None:
+        self._turns: dict[int, dict[int, list[int]]] = {}
+        self._turns_key: tuple[int, int] | None = None
         self.facts = KindIndex(self.dimension, _fact_people, _fact_span)
         self.events = KindIndex(self.dimension, _event_people, _event_span)
         self.profiles = KindIndex(self.dimension, _profile_people)
+
+    def turn_map(self) -> dict[int, dict[int, list[int]]]:
+        """Fact rows by (session order, turn position), built once per index version."""
+        key = (self.version, len(self.facts.ids))
+        if self._turns_key != key:
+            turns: dict[int, dict[int, list[int]]] = {}
+            for row, fact in enumerate(self.facts.records):
+                if not self.facts.alive[row]:
+                    continue
+                by_pos = turns.setdefault(fact.source.session_seq, {})
+                for p in fact.source.positions:
+                    by_pos.setdefault(p, []).append(row)
+            self._turns, self._turns_key = turns, key
+        return self._turns
 
     def put_fact(self, fact: Fact, vector: np.ndarray) -> None:
         self.facts.upsert(fact.id, fact, vector, fact.keywords)
