@@ -96,6 +96,11 @@ class GraphSettings(BaseModel):
     non_query_penalty_gamma: float = 1.0
     edge_epsilon: float = 1e-8
     final_top_k: int = 10
+    # Final order of the local nodes: `activation` ranks by RWR activation alone (the
+    # paper); `rrf` fuses the activation rank with each node's own S_h rank to the query.
+    final_ranking: Literal["rrf", "activation"] = "rrf"
+    activation_share: float = Field(default=0.3, ge=0.0, le=1.0)
+    rrf_k: int = Field(default=60, ge=1)
 
 
 class RulesSettings(BaseModel):

@@ -56,3 +56,14 @@ def random_walk_with_restart(
         if delta < tol:
             break
     return r
+
+
+def fuse_ranks(activation: np.ndarray, relevance: np.ndarray, share: float, k: int) -> np.ndarray:
+    """Reciprocal rank fusion of two scores over the same nodes:
+    share/(k + rank_activation) + (1 − share)/(k + rank_relevance), ranks from 1.
+    Ties keep node order, so seeds (listed first) win them."""
+    ranks_a = np.empty(activation.size, dtype=np.int64)
+    ranks_a[np.argsort(-activation, kind="stable")] = np.arange(1, activation.size + 1)
+    ranks_r = np.empty(relevance.size, dtype=np.int64)
+    ranks_r[np.argsort(-relevance, kind="stable")] = np.arange(1, relevance.size + 1)
+    return share / (k + ranks_a) + (1.0 - share) / (k + ranks_r)

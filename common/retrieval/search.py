@@ -18,6 +18,7 @@ from common.models.memory import Event, Fact, Profile, ProfileVersion
 from common.models.query import AskResponse, EventHit, ProfileHit, SearchHit, SearchResponse
 from common.retrieval.graph import LocalGraph
 from common.retrieval.hybrid import hybrid_many
+from common.retrieval.ppr import fuse_ranks
 from common.store import records
 from common.store.space_index import SpaceIndex
 
@@ -116,9 +117,15 @@ def compensatory(
 
 
 def associative(
-    ctx: MemoryContext, index: SpaceIndex, intent: QueryIntent, seeds: list[Hit], k: int
+    ctx: MemoryContext,
+    index: SpaceIndex,
+    intent: QueryIntent,
+    vector: np.ndarray,
+    seeds: list[Hit],
+    k: int,
 ) -> list[Hit]:
-    """Random walk with restart over the local graph around the seeds; top k by activation."""
+    """Random walk with restart over the local graph around the seeds; the top k local
+    nodes by activation, or by activation fused with their own relevance (`final_ranking`)."""
     cfg = ctx.settings.graph
     ordered = sorted(seeds, key=lambda h: -h.score)[: cfg.max_seed_facts]
     rows = [index.facts.rows[h.fact.id] for h in ordered]
@@ -126,14 +133,24 @@ def associative(
         [h.score + cfg.seed_rank_prior / (rank + 1) for rank, h in enumerate(ordered)]
     )
     result = LocalGraph(index, intent.keywords, cfg).run(rows, scores)
-    by_row = {h.fact.id: h for h in ordered}
-    top = np.argsort(-result.activation, kind="stable")[:k]
+    local = np.asarray(result.rows, dtype=np.int64)
+    relevance = hybrid_many(
+        index.facts.matrix[local] @ vector,
+        index.facts.jaccard(intent.keywords)[local],
+        ctx.settings.similarity,
+    )
+    if cfg.final_ranking == "rrf":
+        final = fuse_ranks(result.activation, relevance, cfg.activation_share, cfg.rrf_k)
+    else:
+        final = result.activation
+    by_id = {h.fact.id: h for h in ordered}
     hits = []
-    for i in top:
-        fact = index.facts.records[result.rows[int(i)]]
-        stages = dict(by_row[fact.id].stages) if fact.id in by_row else {}
-        stages["graph"] = float(result.activation[int(i)])
-        hits.append(Hit(fact, float(result.activation[int(i)]), stages))
+    for i in np.argsort(-final, kind="stable")[:k]:
+        fact = index.facts.records[int(local[i])]
+        stages = dict(by_id[fact.id].stages) if fact.id in by_id else {}
+        stages["graph"] = float(result.activation[i])
+        stages["relevance"] = float(relevance[i])
+        hits.append(Hit(fact, float(final[i]), stages))
     return hits
 
 
@@ -177,7 +194,7 @@ def search(
         if mode == "no-graph" or not seeds:
             hits = sorted(seeds, key=lambda h: -h.score)[:k]
         else:
-            hits = associative(ctx, index, intent, seeds, k)
+            hits = associative(ctx, index, intent, vector, seeds, k)
             clock.lap("graph")
     profiles: list[tuple[Profile, Profile | ProfileVersion]] = []
     if intent.needs_profile and mode not in ("flat", "no-profile"):

@@ -15,6 +15,7 @@ from common.retrieval.graph import (
     turn_edge_weight,
 )
 from common.retrieval.ppr import (
+    fuse_ranks,
     mix_channels,
     random_walk_with_restart,
     restart_vector,
@@ -152,3 +153,21 @@ def test_local_graph_reaches_keyword_and_turn_neighbours_but_not_strangers() -> 
     )
     assert activation["f0"] > activation["f1"] > 0 and activation["f2"] > 0
     assert sum(activation.values()) == pytest.approx(1.0)
+
+
+def test_rank_fusion_weighs_the_two_orders_by_share() -> None:
+    activation = np.array([0.5, 0.3, 0.2])
+    relevance = np.array([0.1, 0.2, 0.9])
+    only_activation = fuse_ranks(activation, relevance, share=1.0, k=60)
+    assert list(np.argsort(-only_activation)) == [0, 1, 2]
+    only_relevance = fuse_ranks(activation, relevance, share=0.0, k=60)
+    assert list(np.argsort(-only_relevance)) == [2, 1, 0]
+    mixed = fuse_ranks(activation, relevance, share=0.3, k=1)
+    # ranks: activation (1, 2, 3), relevance (3, 2, 1)
+    expected = [0.3 / 2 + 0.7 / 4, 0.3 / 3 + 0.7 / 3, 0.3 / 4 + 0.7 / 2]
+    assert mixed == pytest.approx(expected)
+
+
+def test_rank_fusion_breaks_ties_by_node_order() -> None:
+    fused = fuse_ranks(np.ones(3), np.ones(3), share=0.5, k=60)
+    assert fused[0] > fused[1] > fused[2]
