@@ -100,7 +100,7 @@ class LocalGraph:
             for v, w in out.items()
             if not (mine and self._people(v) and not (mine & self._people(v)))
         }
-        return _top(gated, self.cfg.max_neighbors_per_fact)
+        return _top(gated, self.cfg.max_neighbors_per_fact, self.index.facts.ids)
 
     def event_neighbours(self, row: int) -> dict[int, float]:
         out: dict[int, float] = defaultdict(float)
@@ -116,7 +116,7 @@ class LocalGraph:
                 other = facts.rows.get(fid)
                 if other is not None and other != row and facts.alive[other]:
                     out[other] += w
-        return _top(out, self.cfg.max_event_neighbors_per_fact)
+        return _top(out, self.cfg.max_event_neighbors_per_fact, self.index.facts.ids)
 
     def turn_neighbours(self, row: int) -> dict[int, float]:
         source = self.index.facts.records[row].source
@@ -128,7 +128,7 @@ class LocalGraph:
                     for other in by_pos.get(q, ()):
                         if other != row:
                             out[other] = max(out.get(other, 0.0), turn_edge_weight(d, self.cfg))
-        return _top(out, self.cfg.max_turn_neighbors_per_fact)
+        return _top(out, self.cfg.max_turn_neighbors_per_fact, self.index.facts.ids)
 
     def run(self, seed_rows: list[int], seed_scores: np.ndarray) -> GraphResult:
         """Expand ≤ max_hops from the seeds up to max_local_nodes, then RWR."""
@@ -154,7 +154,8 @@ class LocalGraph:
                     total = sum(chan.values()) or 1.0
                     for v, w in chan.items():
                         combined[v] += rho * w / total
-                for v in sorted(combined, key=lambda x: (-combined[x], x)):
+                ids = self.index.facts.ids
+                for v in sorted(combined, key=lambda x: (-combined[x], ids[x])):
                     if len(nodes) >= cfg.max_local_nodes:
                         break
                     if v not in nodes:
@@ -191,8 +192,10 @@ class LocalGraph:
         return GraphResult(rows=list(nodes), activation=activation, edges=edges)
 
 
-def _top(weights: dict[int, float], k: int) -> dict[int, float]:
+def _top(weights: dict[int, float], k: int, ids: list[str]) -> dict[int, float]:
+    """The k heaviest neighbours; ties go by fact id, so the choice does not depend on the
+    order in which this process's index happened to receive the facts."""
     if len(weights) <= k:
         return dict(weights)
-    keep = sorted(weights, key=lambda v: (-weights[v], v))[:k]
+    keep = sorted(weights, key=lambda v: (-weights[v], ids[v]))[:k]
     return {v: weights[v] for v in keep}

@@ -171,3 +171,24 @@ def test_rank_fusion_weighs_the_two_orders_by_share() -> None:
 def test_rank_fusion_breaks_ties_by_node_order() -> None:
     fused = fuse_ranks(np.ones(3), np.ones(3), share=0.5, k=60)
     assert fused[0] > fused[1] > fused[2]
+
+
+def test_local_graph_does_not_depend_on_the_order_facts_reached_the_index() -> None:
+    from common.retrieval.graph import LocalGraph
+    from common.store.space_index import SpaceIndex
+
+    # Ten facts sharing one keyword with the seed, equally weighted: more than the cap of 4.
+    cfg = CFG.model_copy(update={"max_neighbors_per_fact": 4, "max_local_nodes": 5})
+    facts = [_fact(0, ["kayak"], ["Ann"], 1, 1)] + [
+        _fact(i, ["kayak"], ["Ann"], 10 + i, 1) for i in range(1, 11)
+    ]
+    fillers = [_fact(100 + i, [f"word{i}"], ["Bob"], 100 + i, 1) for i in range(40)]
+    reached = []
+    for order in (facts + fillers, [facts[0], *reversed(facts[1:]), *fillers]):
+        index = SpaceIndex(tenant="t", space="s", dimension=2)
+        for f in order:
+            index.put_fact(f, np.array([1.0, 0.0], dtype=np.float32))
+        result = LocalGraph(index, ["kayak"], cfg).run([0], np.array([0.9]))
+        reached.append([index.facts.ids[r] for r in result.rows])
+    assert reached[0] == reached[1]
+    assert len(reached[0]) == 5
