@@ -130,18 +130,42 @@ class MemoryClient:
         self._send(TaskName.PROFILE, body, ignore_result=False).get(timeout=timeout, interval=0.01)
 
     def _query(
-        self, name: TaskName, tenant: str, space: str, question: str, k: int | None, timeout: float
+        self,
+        name: TaskName,
+        tenant: str,
+        space: str,
+        question: str,
+        k: int | None,
+        timeout: float,
+        mode: str | None = None,
     ) -> dict[str, Any]:
-        body = QueryPayload(enqueued_at=0.0, tenant=tenant, space=space, question=question, k=k)
+        body = QueryPayload(
+            enqueued_at=0.0, tenant=tenant, space=space, question=question, k=k, mode=mode
+        )
         result = self._send(name, body).get(timeout=timeout, interval=0.005)
         if "error" in result:
             raise AtomMemError(result["error"])
         return dict(result)
 
     def search(
-        self, tenant: str, space: str, question: str, k: int | None = None, timeout: float = 60.0
+        self,
+        tenant: str,
+        space: str,
+        question: str,
+        k: int | None = None,
+        timeout: float = 60.0,
+        mode: str | None = None,
     ) -> dict[str, Any]:
-        return self._query(TaskName.SEARCH, tenant, space, question, k, timeout)
+        """Ranked facts; `mode` overrides the configured recall mode for this query."""
+        return self._query(TaskName.SEARCH, tenant, space, question, k, timeout, mode)
 
-    def ask(self, tenant: str, space: str, question: str, timeout: float = 60.0) -> dict[str, Any]:
-        return self._query(TaskName.ASK, tenant, space, question, None, timeout)
+    def ask(
+        self,
+        tenant: str,
+        space: str,
+        question: str,
+        timeout: float = 60.0,
+        k: int | None = None,
+        mode: str | None = None,
+    ) -> dict[str, Any]:
+        return self._query(TaskName.ASK, tenant, space, question, k, timeout, mode)

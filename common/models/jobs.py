@@ -69,3 +69,4 @@ class ProfilePayload(SpacePayload):
 class QueryPayload(SpacePayload):
     question: str
     k: int | None = None
+    mode: Literal["full", "flat", "no-graph", "no-profile"] | None = None

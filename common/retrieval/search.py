@@ -232,10 +232,16 @@ def top_profiles(
 
 
 def ask(
-    ctx: MemoryContext, tenant: str, space: str, question: str, now: datetime | None = None
+    ctx: MemoryContext,
+    tenant: str,
+    space: str,
+    question: str,
+    now: datetime | None = None,
+    k: int | None = None,
+    mode: RecallMode | None = None,
 ) -> AskResult:
     """Search, then an answer from the configured backend with its evidence."""
-    result = search(ctx, tenant, space, question, now=now)
+    result = search(ctx, tenant, space, question, k=k, now=now, mode=mode)
     evidence = [
         EvidenceItem(fact_id=h.fact.id, text=h.fact.text, score=h.score, time=h.fact.time)
         for h in result.hits

@@ -25,7 +25,7 @@ def search(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     p = QueryPayload.model_validate(payload)
     observe_wait(Queue.QUERY, p.enqueued_at)
     try:
-        result = search_memory(runtime.context(), p.tenant, p.space, p.question, k=p.k)
+        result = search_memory(runtime.context(), p.tenant, p.space, p.question, k=p.k, mode=p.mode)
     except AtomMemError as exc:
         return {"error": str(exc)}
     return search_response(result).model_dump(mode="json")
@@ -37,7 +37,7 @@ def ask(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     p = QueryPayload.model_validate(payload)
     observe_wait(Queue.QUERY, p.enqueued_at)
     try:
-        result = ask_memory(runtime.context(), p.tenant, p.space, p.question)
+        result = ask_memory(runtime.context(), p.tenant, p.space, p.question, k=p.k, mode=p.mode)
     except AtomMemError as exc:
         return {"error": str(exc)}
     return ask_response(result).model_dump(mode="json")
