@@ -73,6 +73,7 @@ class LocalGraph:
         self.n = max(len(facts), 1)
         self._kw_weight: dict[str, float] = {}
         self._turns = index.turn_map()
+        self._arrays = index.fact_arrays()
 
     def weight(self, keyword: str) -> float:
         if keyword not in self._kw_weight:
@@ -80,27 +81,70 @@ class LocalGraph:
             self._kw_weight[keyword] = keyword_weight(df, self.n, keyword in self.query, self.cfg)
         return self._kw_weight[keyword]
 
-    def _people(self, row: int) -> set[str]:
-        return set(self.index.facts.records[row].participants)
+    def _weighted_keywords(self, row: int) -> list[tuple[str, float]]:
+        out = []
+        for kw in self.index.facts.records[row].keywords:
+            w = self.weight(kw)
+            if w > self.cfg.edge_epsilon:
+                out.append((kw, w))
+        return out
+
+    def _gate(self, row: int, others: np.ndarray) -> np.ndarray:
+        """Person gate: no edge between facts about disjoint sets of people."""
+        arrays = self._arrays
+        if not arrays.has_people[row]:
+            return np.ones(others.size, dtype=bool)
+        shares = (arrays.people[others] & arrays.people[row]).any(axis=1)
+        return shares | ~arrays.has_people[others]
 
     def entity_neighbours(self, row: int) -> dict[int, float]:
-        out: dict[int, float] = defaultdict(float)
-        facts = self.index.facts
-        mine = self._people(row)
-        for kw in facts.records[row].keywords:
-            w = self.weight(kw)
-            if w <= self.cfg.edge_epsilon:
-                continue
-            for other in facts.kw_postings.get(kw, ()):
-                if other != row:
-                    out[other] += w
-        # person gate: no edge between facts about disjoint sets of people
-        gated = {
-            v: w
-            for v, w in out.items()
-            if not (mine and self._people(v) and not (mine & self._people(v)))
-        }
-        return _top(gated, self.cfg.max_neighbors_per_fact, self.index.facts.ids)
+        """Facts sharing keywords with `row`, weighted by Σ ω(k) over the shared keywords;
+        the heaviest max_neighbors_per_fact after the person gate."""
+        weighted = self._weighted_keywords(row)
+        if not weighted:
+            return {}
+        postings = [self._arrays.postings(kw) for kw, _ in weighted]
+        rows = np.concatenate(postings)
+        if rows.size == 0:
+            return {}
+        weights = np.repeat([w for _, w in weighted], [p.size for p in postings])
+        others, inverse = np.unique(rows, return_inverse=True)
+        sums = np.bincount(inverse, weights=weights)
+        keep = (others != row) & self._gate(row, others)
+        others, sums = others[keep], sums[keep]
+        order = np.lexsort((self._arrays.id_rank[others], -sums))[: self.cfg.max_neighbors_per_fact]
+        return dict(zip(others[order].tolist(), sums[order].tolist(), strict=True))
+
+    def local_entity_matrix(self, local: list[int]) -> sp.csr_matrix:
+        """Entity edges among the local nodes: Σ ω(k) over shared keywords, person-gated,
+        each row capped at its max_neighbors_per_fact heaviest (ties by fact id)."""
+        size = len(local)
+        columns: dict[str, int] = {}
+        r_idx, c_idx, vals = [], [], []
+        for i, row in enumerate(local):
+            for kw, w in self._weighted_keywords(row):
+                r_idx.append(i)
+                c_idx.append(columns.setdefault(kw, len(columns)))
+                vals.append(np.sqrt(w))
+        if not vals:
+            return sp.csr_matrix((size, size))
+        incidence = sp.csr_matrix((vals, (r_idx, c_idx)), shape=(size, len(columns)))
+        weights = (incidence @ incidence.T).toarray()
+        np.fill_diagonal(weights, 0.0)
+        rows = np.asarray(local, dtype=np.int64)
+        people = self._arrays.people[rows].astype(np.int32)
+        has = self._arrays.has_people[rows]
+        allowed = ((people @ people.T) > 0) | ~has[:, None] | ~has[None, :]
+        weights[~allowed] = 0.0
+        cap = self.cfg.max_neighbors_per_fact
+        if size > cap:
+            # rank every row's entries by weight, then fact id; zero all past the cap
+            ranks = self._arrays.id_rank[rows]
+            order = np.lexsort((np.broadcast_to(ranks, weights.shape), -weights), axis=1)
+            drop = order[:, cap:]
+            weights[np.arange(size)[:, None], drop] = 0.0
+        weights[weights <= self.cfg.edge_epsilon] = 0.0
+        return sp.csr_matrix(weights)
 
     def event_neighbours(self, row: int) -> dict[int, float]:
         out: dict[int, float] = defaultdict(float)
@@ -136,25 +180,25 @@ class LocalGraph:
         nodes: dict[int, int] = {}
         for row in seed_rows:
             nodes.setdefault(row, len(nodes))
-        channels: dict[int, tuple[dict[int, float], dict[int, float], dict[int, float]]] = {}
+        neighbours: dict[int, tuple[dict[int, float], dict[int, float]]] = {}
         frontier = list(nodes)
+        ids = self.index.facts.ids
         for _ in range(cfg.max_hops):
             following = []
             for row in frontier:
-                nbrs = (
-                    self.entity_neighbours(row),
-                    self.event_neighbours(row),
-                    self.turn_neighbours(row),
-                )
-                channels[row] = nbrs
+                if len(nodes) >= cfg.max_local_nodes:
+                    break
+                entity = self.entity_neighbours(row)
+                neighbours[row] = (self.event_neighbours(row), self.turn_neighbours(row))
                 combined: dict[int, float] = defaultdict(float)
                 for rho, chan in zip(
-                    (cfg.rho_keyword, cfg.rho_event, cfg.rho_turn), nbrs, strict=True
+                    (cfg.rho_keyword, cfg.rho_event, cfg.rho_turn),
+                    (entity, *neighbours[row]),
+                    strict=True,
                 ):
                     total = sum(chan.values()) or 1.0
                     for v, w in chan.items():
                         combined[v] += rho * w / total
-                ids = self.index.facts.ids
                 for v in sorted(combined, key=lambda x: (-combined[x], ids[x])):
                     if len(nodes) >= cfg.max_local_nodes:
                         break
@@ -162,34 +206,29 @@ class LocalGraph:
                         nodes[v] = len(nodes)
                         following.append(v)
             frontier = following
-        for row in nodes:
-            if row not in channels:
-                channels[row] = (
-                    self.entity_neighbours(row),
-                    self.event_neighbours(row),
-                    self.turn_neighbours(row),
-                )
-        size = len(nodes)
-        mats = []
-        edges = 0
-        for c in range(3):
+        local = list(nodes)
+        mats = [self.local_entity_matrix(local)]
+        size = len(local)
+        for c in range(2):
             r_idx, c_idx, vals = [], [], []
             for row, i in nodes.items():
-                for v, w in channels[row][c].items():
+                if row not in neighbours:
+                    neighbours[row] = (self.event_neighbours(row), self.turn_neighbours(row))
+                for v, w in neighbours[row][c].items():
                     j = nodes.get(v)
                     if j is not None and w > cfg.edge_epsilon:
                         r_idx.append(i)
                         c_idx.append(j)
                         vals.append(w)
-            edges += len(vals)
             mats.append(sp.csr_matrix((vals, (r_idx, c_idx)), shape=(size, size)))
+        edges = sum(int(m.nnz) for m in mats)
         transition = mix_channels(mats, (cfg.rho_keyword, cfg.rho_event, cfg.rho_turn))
         restart = np.zeros(size)
         restart[: len(seed_scores)] = restart_vector(seed_scores, cfg.seed_score_power)
         activation = random_walk_with_restart(
             transition, restart, cfg.restart_prob, cfg.max_iter, cfg.tol
         )
-        return GraphResult(rows=list(nodes), activation=activation, edges=edges)
+        return GraphResult(rows=local, activation=activation, edges=edges)
 
 
 def _top(weights: dict[int, float], k: int, ids: list[str]) -> dict[int, float]:

@@ -55,6 +55,7 @@ class KindIndex(Generic[R]):
         self._kw_len = np.zeros(64, dtype=np.float32)
         self.kw_postings: dict[str, set[int]] = {}
         self.people_postings: dict[str, set[int]] = {}
+        self.mutations = 0  # moves on every upsert and removal: keys derived caches
 
     def __len__(self) -> int:
         return int(self.alive[: len(self.ids)].sum())
@@ -101,6 +102,7 @@ class KindIndex(Generic[R]):
     def upsert(
         self, item_id: str, record: R, vector: np.ndarray, keywords: Collection[str]
     ) -> None:
+        self.mutations += 1
         row = self.rows.get(item_id)
         if row is None:
             if len(self.ids) == self._matrix.shape[0]:
@@ -130,6 +132,7 @@ class KindIndex(Generic[R]):
         row = self.rows.get(item_id)
         if row is None or not self.alive[row]:
             return
+        self.mutations += 1
         self._unindex(row)
         self.alive[row] = False
 
@@ -217,6 +220,32 @@ def _profile_people(profile: Profile) -> list[str]:
     return [profile.person]
 
 
+class FactArrays:
+    """Array forms of the fact rows for the graph stage: keyword postings as sorted row
+    arrays, a row × participant matrix and each row's rank by fact id (for tie-breaks).
+    Valid while the facts do not change; `SpaceIndex.fact_arrays` rebuilds it when they do."""
+
+    def __init__(self, facts: KindIndex[Fact]) -> None:
+        n = len(facts.ids)
+        self._facts = facts
+        self._postings: dict[str, np.ndarray] = {}
+        people = sorted(facts.people_postings)
+        self.people = np.zeros((n, max(len(people), 1)), dtype=bool)
+        for j, person in enumerate(people):
+            self.people[np.fromiter(facts.people_postings[person], dtype=np.int64), j] = True
+        self.has_people = self.people.any(axis=1)
+        self.id_rank = np.empty(n, dtype=np.int64)
+        self.id_rank[sorted(range(n), key=facts.ids.__getitem__)] = np.arange(n)
+
+    def postings(self, keyword: str) -> np.ndarray:
+        rows = self._postings.get(keyword)
+        if rows is None:
+            rows = np.fromiter(self._facts.kw_postings.get(keyword, ()), dtype=np.int64)
+            rows.sort()
+            self._postings[keyword] = rows
+        return rows
+
+
 @dataclass
 class SpaceIndex:
     """Everything of one space that the hot paths compare against."""
@@ -232,6 +261,7 @@ class SpaceIndex:
     def __post_init__(self) -> None:
         self._turns: dict[int, dict[int, list[int]]] = {}
         self._turns_key: tuple[int, int] | None = None
+        self._arrays: tuple[int, FactArrays] | None = None
         self.facts = KindIndex(self.dimension, _fact_people, _fact_span)
         self.events = KindIndex(self.dimension, _event_people, _event_span)
         self.profiles = KindIndex(self.dimension, _profile_people)
@@ -249,6 +279,14 @@ class SpaceIndex:
                     by_pos.setdefault(p, []).append(row)
             self._turns, self._turns_key = turns, key
         return self._turns
+
+    def fact_arrays(self) -> FactArrays:
+        """The graph stage's array view of the facts, rebuilt after any change to them."""
+        cached = self._arrays
+        if cached is None or cached[0] != self.facts.mutations:
+            cached = (self.facts.mutations, FactArrays(self.facts))
+            self._arrays = cached
+        return cached[1]
 
     def put_fact(self, fact: Fact, vector: np.ndarray) -> None:
         self.facts.upsert(fact.id, fact, vector, fact.keywords)

@@ -192,3 +192,30 @@ def test_local_graph_does_not_depend_on_the_order_facts_reached_the_index() -> N
         reached.append([index.facts.ids[r] for r in result.rows])
     assert reached[0] == reached[1]
     assert len(reached[0]) == 5
+
+
+def test_local_entity_edges_sum_shared_keyword_weights_gate_people_and_cap_rows() -> None:
+    from common.retrieval.graph import LocalGraph
+    from common.store.space_index import SpaceIndex
+
+    index = SpaceIndex(tenant="t", space="s", dimension=2)
+    facts = [
+        _fact(0, ["kayak", "lake"], ["Ann"], 1, 1),
+        _fact(1, ["kayak", "lake"], ["Ann"], 2, 1),  # shares both keywords
+        _fact(2, ["kayak"], ["Ann"], 3, 1),  # shares one
+        _fact(3, ["kayak", "lake"], ["Bob"], 4, 1),  # shares both, other person: gated
+        *[_fact(10 + i, [f"w{i}"], ["Cy"], 10 + i, 1) for i in range(20)],
+    ]
+    for f in facts:
+        index.put_fact(f, np.array([1.0, 0.0], dtype=np.float32))
+    graph = LocalGraph(index, [], CFG)
+    w = graph.local_entity_matrix([0, 1, 2, 3]).toarray()
+    both = graph.weight("kayak") + graph.weight("lake")
+    assert w[0, 1] == pytest.approx(both) and w[1, 0] == pytest.approx(both)
+    assert w[0, 2] == pytest.approx(graph.weight("kayak"))
+    assert w[0, 3] == 0.0 and w[3, 0] == 0.0 and np.all(np.diag(w) == 0.0)
+    # the per-fact entity neighbours agree with the local matrix row
+    assert graph.entity_neighbours(0) == {1: pytest.approx(both), 2: pytest.approx(w[0, 2])}
+    capped = LocalGraph(index, [], CFG.model_copy(update={"max_neighbors_per_fact": 1}))
+    row = capped.local_entity_matrix([0, 1, 2, 3]).toarray()[0]
+    assert np.count_nonzero(row) == 1 and row[1] == pytest.approx(both)
