@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import shlex
 import shutil
 import sys
 import time
@@ -421,6 +422,151 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_locomo(args: argparse.Namespace) -> int:
+    """Build one memory per conversation, ask every question per variant, write the results."""
+    import json
+    import tempfile
+
+    from workers.bench import locomo
+
+    variants = locomo.check_variants(args.variant)
+    facts = Path(args.facts) if args.facts else None
+    conversations = locomo.load_conversations(Path(args.conversations), facts)
+    many = len(variants) > 1
+    out = Path(args.out)
+    if many and out.suffix == ".json":
+        raise InvalidInput("--out names a directory when several variants run")
+    scratch = None
+    if not args.data_dir:
+        scratch = tempfile.mkdtemp(prefix="atommem-bench-")
+        args.data_dir = scratch
+        atexit.register(shutil.rmtree, scratch, True)
+    tenant = _setup(args)
+    settings = runtime.settings()
+    if not _store_reachable():
+        raise InvalidInput(
+            "the benchmark creates spaces and counts memory, so it needs the store: run it "
+            "embedded, or with a Qdrant server URL next to the broker"
+        )
+    ctx = _context()
+    ctx.embedder.encode([])
+    ingest_stats = None
+    memory_variants = [v for v in variants if v in locomo.MEMORY_VARIANTS]
+    client = _client() if memory_variants else None
+    if memory_variants:
+        if args.reuse:
+            ingest_stats = locomo.counts(ctx.store, tenant, conversations, None)
+        else:
+            ingest_stats = locomo.ingest(client, ctx.store, tenant, conversations, args.quiet)
+            print(
+                f"ingest: {ingest_stats['facts']} facts, {ingest_stats['events']} events, "
+                f"{ingest_stats['profiles']} profiles in {ingest_stats['seconds']} s "
+                f"({ingest_stats['facts_per_s']} facts/s)",
+                file=sys.stderr,
+            )
+        for conv in conversations[:1]:  # warm the query worker and the space index
+            for _, qa in conv.questions[:5]:
+                client.search(tenant, conv.name, qa["question"])
+    command = "atommem " + shlex.join(sys.argv[1:])
+    used = {
+        "similarity": settings.similarity.model_dump(),
+        "retrieval": settings.retrieval.model_dump(),
+        "graph": settings.graph.model_dump(),
+        "llm_backend": settings.llm.backend,
+        "embedding_model": str(settings.embedding.model_path),
+    }
+    print(f"{'variant':<11} " + " ".join(f"{c:>11}" for c in (*CATEGORY_NAMES, "overall")))
+    for variant in variants:
+        if variant == "raw-turns":
+            rows, stages = locomo.run_raw_turns(
+                ctx.embedder.encode, conversations, args.k, args.quiet
+            )
+            doc = locomo.result_document(variant, args.k, command, rows, stages, None, used)
+        else:
+            rows, stages = locomo.run_memory_variant(
+                client, tenant, conversations, variant, args.k, args.answer, args.quiet
+            )
+            doc = locomo.result_document(variant, args.k, command, rows, stages, ingest_stats, used)
+        path = locomo.out_path(out, variant, many)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        summary = doc["summary"]
+        print(
+            f"{variant:<11} "
+            + " ".join(_cell(summary[c]["recall"]) for c in (*CATEGORY_NAMES, "overall"))
+        )
+    print(f"results: {out}", file=sys.stderr)
+    return 0
+
+
+CATEGORY_NAMES = ("single_hop", "multi_hop", "temporal", "open_domain")
+
+
+def _cell(value: float | None) -> str:
+    return f"{value:>11.2f}" if value is not None else f"{'-':>11}"
+
+
+def cmd_bench_scale(args: argparse.Namespace) -> int:
+    """Synthetic spaces of growing size: ingest rate and query latency at each."""
+    import json
+    import tempfile
+
+    from workers.bench import scale
+
+    sizes = sorted(set(args.sizes))
+    if not sizes or sizes[0] < scale.FACTS_PER_TURN or args.queries < 1:
+        raise InvalidInput("--sizes must be positive fact counts and --queries at least 1")
+    if not args.data_dir:
+        scratch = tempfile.mkdtemp(prefix="atommem-scale-")
+        args.data_dir = scratch
+        atexit.register(shutil.rmtree, scratch, True)
+    tenant = _setup(args)
+    if not _store_reachable():
+        raise InvalidInput(
+            "the benchmark creates spaces and counts memory, so it needs the store: run it "
+            "embedded, or with a Qdrant server URL next to the broker"
+        )
+    ctx = _context()
+    ctx.embedder.encode([])
+    client = _client()
+    rows = []
+    out = Path(args.out)
+    for size in sizes:
+        row = scale.run_size(client, ctx.store, tenant, size, args.queries, args.seed, args.quiet)
+        rows.append(row)
+        lat = row["latency_ms"]
+        print(
+            f"{size:>8} facts: ingest {row['facts_per_s']:.1f} facts/s, query p50 "
+            f"{lat['through_query_worker']['p50']:.1f} ms p95 "
+            f"{lat['through_query_worker']['p95']:.1f} ms, graph p50 {lat['graph']['p50']:.1f} ms"
+        )
+        doc = {
+            "benchmark": "scale",
+            "command": "atommem " + shlex.join(sys.argv[1:]),
+            "broker": "embedded" if runtime.settings().broker.url is None else "redis",
+            "sizes": rows,
+            "growth": scale.growth(rows),
+        }
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")  # after every size
+    print(f"results: {out}", file=sys.stderr)
+    return 0
+
+
+def cmd_bench_report(args: argparse.Namespace) -> int:
+    from common.bench.report import write_report
+
+    paths: list[Path] = []
+    for raw in args.results:
+        path = Path(raw)
+        paths.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
+    if not paths:
+        raise InvalidInput("no result files given")
+    markdown, plot = write_report(paths, Path(args.out))
+    print(f"wrote {markdown} and {plot}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="atommem", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -485,6 +631,36 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="ingest the bundled sample conversation and answer questions")
     p.set_defaults(func=cmd_demo)
+
+    bench = sub.add_parser("bench", help="benchmarks: LoCoMo recall, report").add_subparsers(
+        dest="bench", required=True
+    )
+    p = bench.add_parser(
+        "locomo", help="Recall@k by category per variant on LoCoMo-format conversations"
+    )
+    p.add_argument("--conversations", required=True, help="a LoCoMo .json file or a directory")
+    p.add_argument("--facts", help="directory of pre-extracted facts with the same file names")
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="full, flat, no-graph, no-profile, raw-turns or all (repeatable; default all)",
+    )
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--answer", action="store_true", help="also answer and score F1 and BLEU-1")
+    p.add_argument("--reuse", action="store_true", help="query the spaces already in --data-dir")
+    p.add_argument("--out", required=True, help="result file (one variant) or directory (several)")
+    p.set_defaults(func=cmd_bench_locomo)
+    p = bench.add_parser("scale", help="ingest rate and query latency on growing synthetic spaces")
+    p.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
+    p.add_argument("--queries", type=int, default=200, help="questions per size")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--out", required=True, help="result file (rewritten after every size)")
+    p.set_defaults(func=cmd_bench_scale)
+    p = bench.add_parser("report", help="markdown table and PNG plot from result files")
+    p.add_argument("results", nargs="+", help="result files or directories of them")
+    p.add_argument("--out", required=True, help="directory for report.md and the plot")
+    p.set_defaults(func=cmd_bench_report)
     return parser
 
 

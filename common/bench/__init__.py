@@ -1,0 +1,1 @@
+"""Benchmark helpers: reporting of LoCoMo result files."""

@@ -1,0 +1,68 @@
+"""Benchmark metrics: Recall@k over evidence turn ids (DESIGN §8), answer F1 and BLEU-1,
+and latency percentiles."""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+# LoCoMo category numbers as they appear in the files.
+CATEGORIES: dict[int, str] = {4: "single_hop", 1: "multi_hop", 2: "temporal", 3: "open_domain"}
+
+
+def recall_at_k(evidence: Iterable[str], retrieved_turns: Sequence[Iterable[str]], k: int) -> float:
+    """The share of the evidence turn ids covered by the source turns of the first k items.
+
+    Evidence strings are compared as they are, so a malformed id in the data counts as missed
+    (figures stay comparable with the reference). A question without evidence scores 0."""
+    wanted = set(evidence)
+    if not wanted:
+        return 0.0
+    covered: set[str] = set()
+    for turns in retrieved_turns[:k]:
+        covered.update(turns)
+    return len(wanted & covered) / len(wanted)
+
+
+_ARTICLES = re.compile(r"\b(a|an|the|and)\b")
+_PUNCT = str.maketrans("", "", string.punctuation)
+
+
+def answer_tokens(text: str) -> list[str]:
+    """Lower-cased, punctuation and articles removed, split on whitespace."""
+    return _ARTICLES.sub(" ", str(text).lower().translate(_PUNCT)).split()
+
+
+def f1(prediction: str, reference: str) -> float:
+    """Token-overlap F1 between a predicted and a reference answer."""
+    pred, ref = answer_tokens(prediction), answer_tokens(reference)
+    common = sum((Counter(pred) & Counter(ref)).values())
+    if not pred or not ref or common == 0:
+        return 0.0
+    precision, recall = common / len(pred), common / len(ref)
+    return 2 * precision * recall / (precision + recall)
+
+
+def bleu1(prediction: str, reference: str) -> float:
+    """Clipped unigram precision times the brevity penalty (sentence BLEU-1)."""
+    pred, ref = answer_tokens(prediction), answer_tokens(reference)
+    if not pred or not ref:
+        return 0.0
+    clipped = sum((Counter(pred) & Counter(ref)).values())
+    penalty = 1.0 if len(pred) > len(ref) else math.exp(1 - len(ref) / len(pred))
+    return penalty * clipped / len(pred)
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float]:
+    """p50, p95 (nearest rank) and max, in the values' unit, rounded to 0.01."""
+    if not values:
+        return {"p50": 0.0, "p95": 0.0, "max": 0.0}
+    ordered = sorted(values)
+
+    def rank(q: float) -> float:
+        return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+    return {"p50": round(rank(0.5), 2), "p95": round(rank(0.95), 2), "max": round(ordered[-1], 2)}

@@ -1,0 +1,1 @@
+"""Benchmarks that drive the worker system: LoCoMo recall and scale."""

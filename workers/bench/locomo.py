@@ -1,0 +1,293 @@
+"""`atommem bench locomo`: Recall@k by LoCoMo category for the recall variants, side by side
+with dense retrieval over the raw turns, through the production task graph and query worker.
+
+Each conversation gets its own space (named after the file), built by the same ingest jobs a
+chat backend would send; every question of categories 1-4 then goes to the query queue with
+the variant as the recall mode. Nothing here knows a particular conversation: any directory of
+LoCoMo-format files works.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from common.bench.metrics import CATEGORIES, bleu1, f1, percentiles, recall_at_k
+from common.errors import InvalidInput
+from common.inputs.formats import SpaceInput, load_json, read_sessions
+from common.models.session import Turn
+from common.store import records
+from common.store.qdrant import Kind
+
+MEMORY_VARIANTS = ("full", "flat", "no-graph", "no-profile")
+VARIANTS = (*MEMORY_VARIANTS, "raw-turns")
+STAGES = ("intent", "embedding", "primary", "compensatory", "graph", "profiles", "total")
+
+
+@dataclass
+class Conversation:
+    name: str  # the file stem, e.g. conv-26; also the space name
+    questions: list[tuple[int, dict[str, Any]]]  # (position in the file's qa list, qa)
+    sessions: SpaceInput  # what memory ingests: the dialogue, or its pre-extracted facts
+    turns: list[tuple[str, str]]  # (dia_id, text) of every raw turn, for raw-turns
+
+
+def turn_text(turn: Turn) -> str:
+    text = f"{turn.speaker}: {turn.text}"
+    return f"{text} [shares an image: {turn.image_caption}]" if turn.image_caption else text
+
+
+def load_conversations(conversations: Path, facts: Path | None) -> list[Conversation]:
+    """Every LoCoMo conversation under `conversations` (a file or a directory), validated in
+    full before anything is stored; with `facts`, the pre-extracted facts of the same name."""
+    files = sorted(conversations.glob("*.json")) if conversations.is_dir() else [conversations]
+    if not files:
+        raise InvalidInput(f"{conversations}: no .json files")
+    out = []
+    for path in files:
+        doc = load_json(path)
+        if not isinstance(doc, dict) or "conversation" not in doc or "qa" not in doc:
+            raise InvalidInput(f"{path}: not a LoCoMo conversation (needs 'conversation' and 'qa')")
+        raw = read_sessions(path, "locomo")
+        sessions = raw
+        if facts is not None:
+            facts_path = facts / path.name
+            if not facts_path.exists():
+                raise InvalidInput(f"{facts_path}: no pre-extracted facts for {path.name}")
+            sessions = read_sessions(facts_path, "locomo-facts")
+        questions = [
+            (i, qa)
+            for i, qa in enumerate(doc["qa"])
+            if isinstance(qa, dict) and qa.get("category") in CATEGORIES
+        ]
+        turns = [(str(t.id), turn_text(t)) for s in raw.sessions for t in s.turns if t.id]
+        out.append(Conversation(path.stem, questions, sessions, turns))
+    return out
+
+
+def ingest(
+    client: Any,
+    store: Any,
+    tenant: str,
+    conversations: Sequence[Conversation],
+    quiet: bool,
+) -> dict[str, Any]:
+    """Submit every session of every conversation (one space each) and wait for the jobs."""
+    for conv in conversations:
+        if records.get_space(store, tenant, conv.name) is not None:
+            raise InvalidInput(
+                f"space {conv.name!r} already exists in this store: the benchmark measures "
+                "ingest into empty spaces; use a fresh --data-dir, or pass --reuse to query "
+                "the existing memory without ingesting"
+            )
+    for conv in conversations:
+        records.create_space(store, tenant, conv.name)
+    started = time.perf_counter()
+    jobs = client.submit_many(
+        tenant, [(conv.name, s) for conv in conversations for s in conv.sessions.sessions]
+    )
+    bar = tqdm(total=len(jobs), desc="ingest", unit="session", disable=quiet)
+    done = client.wait(
+        tenant, [j.job_id for j in jobs], on_progress=lambda n: bar.update(n - bar.n)
+    )
+    bar.close()
+    seconds = time.perf_counter() - started
+    failed = [j for j in done if j.state != "done"]
+    if failed:
+        raise InvalidInput(
+            f"{len(failed)} ingest jobs failed, first: {failed[0].job_id}: {failed[0].reason}"
+        )
+    return counts(store, tenant, conversations, seconds)
+
+
+def counts(
+    store: Any, tenant: str, conversations: Sequence[Conversation], seconds: float | None
+) -> dict[str, Any]:
+    totals = {
+        name: sum(store.count(kind, tenant, c.name) for c in conversations)
+        for name, kind in (
+            ("sessions", Kind.SESSIONS),
+            ("facts", Kind.FACTS),
+            ("events", Kind.EVENTS),
+            ("profiles", Kind.PROFILES),
+        )
+    }
+    return {
+        "conversations": len(conversations),
+        **totals,
+        "seconds": None if seconds is None else round(seconds, 2),
+        "facts_per_s": None if not seconds else round(totals["facts"] / seconds, 2),
+    }
+
+
+def run_memory_variant(
+    client: Any,
+    tenant: str,
+    conversations: Sequence[Conversation],
+    variant: str,
+    k: int,
+    answer: bool,
+    quiet: bool,
+) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
+    """Every question through the query worker in `variant` mode."""
+    rows: list[dict[str, Any]] = []
+    stages: dict[str, list[float]] = {}
+    total = sum(len(c.questions) for c in conversations)
+    bar = tqdm(total=total, desc=variant, unit="q", disable=quiet)
+    for conv in conversations:
+        for index, qa in conv.questions:
+            started = time.perf_counter()
+            if answer:
+                response = client.ask(tenant, conv.name, qa["question"], k=k, mode=variant)
+            else:
+                response = client.search(tenant, conv.name, qa["question"], k=k, mode=variant)
+            stages.setdefault("through_query_worker", []).append(
+                (time.perf_counter() - started) * 1000
+            )
+            for name, ms in response["timings_ms"].items():
+                stages.setdefault(name, []).append(ms)
+            retrieved = [
+                {
+                    "fact_id": h["fact_id"],
+                    "text": h["text"],
+                    "dia_ids": h["turn_ids"],
+                    "score": round(h["score"], 6),
+                }
+                for h in response["hits"]
+            ]
+            rows.append(_row(conv, index, qa, retrieved, k, response.get("answer")))
+            bar.update()
+    bar.close()
+    return rows, stages
+
+
+def run_raw_turns(
+    encode: Callable[[list[str]], np.ndarray],
+    conversations: Sequence[Conversation],
+    k: int,
+    quiet: bool,
+) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
+    """The LoCoMo baseline: cosine over the raw turns with the same embedding model."""
+    rows: list[dict[str, Any]] = []
+    stages: dict[str, list[float]] = {}
+    total = sum(len(c.questions) for c in conversations)
+    bar = tqdm(total=total, desc="raw-turns", unit="q", disable=quiet)
+    for conv in conversations:
+        if not conv.turns:
+            raise InvalidInput(f"{conv.name}: no turns with a dia_id")
+        matrix = encode([text for _, text in conv.turns])
+        for index, qa in conv.questions:
+            started = time.perf_counter()
+            vector = encode([qa["question"]])[0]
+            embedded = time.perf_counter()
+            scores = matrix @ vector
+            top = np.argsort(-scores, kind="stable")[:k]
+            ranked = time.perf_counter()
+            stages.setdefault("embedding", []).append((embedded - started) * 1000)
+            stages.setdefault("primary", []).append((ranked - embedded) * 1000)
+            stages.setdefault("total", []).append((ranked - started) * 1000)
+            retrieved = [
+                {
+                    "fact_id": conv.turns[i][0],
+                    "text": conv.turns[i][1],
+                    "dia_ids": [conv.turns[i][0]],
+                    "score": round(float(scores[i]), 6),
+                }
+                for i in top
+            ]
+            rows.append(_row(conv, int(index), qa, retrieved, k, None))
+            bar.update()
+    bar.close()
+    return rows, stages
+
+
+def _row(
+    conv: Conversation,
+    index: int,
+    qa: dict[str, Any],
+    retrieved: list[dict[str, Any]],
+    k: int,
+    answer: str | None,
+) -> dict[str, Any]:
+    evidence = [str(e) for e in qa.get("evidence", [])]
+    row: dict[str, Any] = {
+        "conversation": conv.name,
+        "index": index,
+        "category": qa["category"],
+        "question": qa["question"],
+        "evidence": evidence,
+        "recall": round(recall_at_k(evidence, [r["dia_ids"] for r in retrieved], k), 6),
+        "retrieved": retrieved,
+    }
+    if answer is not None:
+        reference = str(qa.get("answer", ""))
+        row.update(
+            answer=answer,
+            reference=reference,
+            f1=round(f1(answer, reference), 6),
+            bleu1=round(bleu1(answer, reference), 6),
+        )
+    return row
+
+
+def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | int | None]]:
+    """Recall@k (in %) and question counts per category and overall; F1/BLEU-1 if answered."""
+    groups: dict[str, list[dict[str, Any]]] = {name: [] for name in CATEGORIES.values()}
+    for row in rows:
+        groups[CATEGORIES[row["category"]]].append(row)
+    groups["overall"] = list(rows)
+    out: dict[str, dict[str, float | int | None]] = {}
+    for name, members in groups.items():
+        entry: dict[str, float | int | None] = {"questions": len(members), "recall": None}
+        for metric in ("recall", "f1", "bleu1"):
+            values = [m[metric] for m in members if metric in m]
+            if values:
+                entry[metric] = round(100 * sum(values) / len(values), 2)
+        out[name] = entry
+    return out
+
+
+def result_document(
+    variant: str,
+    k: int,
+    command: str,
+    rows: list[dict[str, Any]],
+    stages: dict[str, list[float]],
+    ingest_stats: dict[str, Any] | None,
+    settings: dict[str, Any],
+) -> dict[str, Any]:
+    """One variant's result file."""
+    order = [*STAGES, "through_query_worker"]
+    latency = {name: percentiles(stages[name]) for name in order if name in stages}
+    return {
+        "benchmark": "locomo",
+        "variant": variant,
+        "k": k,
+        "command": command,
+        "summary": summarize(rows),
+        "latency_ms": latency,
+        "ingest": ingest_stats,
+        "settings": settings,
+        "questions": rows,
+    }
+
+
+def out_path(out: Path, variant: str, many: bool) -> Path:
+    """`out` itself for one variant; `out` as a directory of `<variant>.json` for several."""
+    if not many:
+        return out
+    return out / f"locomo_{variant}.json"
+
+
+def check_variants(names: Sequence[str]) -> list[str]:
+    chosen = list(VARIANTS) if not names or "all" in names else list(dict.fromkeys(names))
+    unknown = [n for n in chosen if n not in VARIANTS]
+    if unknown:
+        raise InvalidInput(f"unknown variant {unknown[0]!r}; choose from {', '.join(VARIANTS)}")
+    return chosen

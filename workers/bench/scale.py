@@ -1,0 +1,185 @@
+"""`atommem bench scale`: ingest throughput and query latency on synthetic spaces of growing
+size, through the same task graph and query worker as production.
+
+Each size gets its own space, filled with generated sessions of pre-extracted facts (seeded, so
+every run builds the same spaces), then asked generated questions in `full` mode. The facts
+combine people, actions, objects, places, companions and dates at random, so near-duplicates
+are rare and verification, events and profiles do their usual work.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from tqdm import tqdm
+
+from common.bench.metrics import percentiles
+from common.errors import InvalidInput
+from common.models.session import SessionInput, Turn
+from common.store import records
+from common.store.qdrant import Kind
+
+PEOPLE = ("Ava", "Noah")
+ACTIONS = (
+    "visited", "photographed", "painted", "repaired", "sold", "bought", "cleaned", "designed",
+    "cooked for", "wrote about", "sketched", "restored", "rented", "organised", "measured",
+    "recorded", "filmed", "mapped", "catalogued", "decorated",
+)  # fmt: skip
+OBJECTS = (
+    "an old lighthouse", "a blue canoe", "a vintage radio", "a rooftop garden", "a jazz club",
+    "a pottery studio", "a mountain cabin", "a train museum", "a street mural", "a bakery",
+    "a chess tournament", "a fishing boat", "a community library", "a bike workshop",
+    "a tea house", "a science fair", "a dog shelter", "a flower market", "a vinyl shop",
+    "a climbing gym", "a wooden bridge", "a night market", "a greenhouse", "a bell tower",
+    "a puppet theatre",
+)  # fmt: skip
+PLACES = (
+    "Lisbon", "Denver", "Kyoto", "Oslo", "Austin", "Porto", "Quebec", "Seville", "Tallinn",
+    "Bergen", "Cork", "Dresden", "Hobart", "Leeds", "Lyon", "Malmo", "Nara", "Perth", "Riga",
+    "Split", "Tucson", "Utrecht", "Vigo", "Zurich", "Bristol", "Ghent", "Krakow", "Bilbao",
+    "Halifax", "Boise",
+)  # fmt: skip
+COMPANIONS = (
+    "a cousin", "two neighbours", "an old classmate", "a colleague", "a brother", "a sister",
+    "a new friend", "a mentor", "a roommate", "a teammate", "an uncle", "a grandmother",
+)  # fmt: skip
+FEELINGS = (
+    "felt proud", "was exhausted", "laughed a lot", "felt calm", "was surprised",
+    "felt inspired", "was nervous", "felt grateful", "was delighted", "felt nostalgic",
+)  # fmt: skip
+
+FACTS_PER_TURN = 3
+TURNS_PER_SESSION = 10
+
+
+def synthetic_sessions(facts: int, seed: int) -> list[SessionInput]:
+    """Sessions of pre-extracted facts, `facts` in all, two speakers, a few days apart."""
+    if facts < FACTS_PER_TURN:
+        raise InvalidInput(f"a synthetic space needs at least {FACTS_PER_TURN} facts")
+    rng = random.Random(seed)
+    start = datetime(2023, 1, 2, 10, 0)
+    sessions = []
+    remaining = facts
+    n = 0
+    while remaining > 0:
+        when = start + timedelta(days=3 * n, hours=rng.randint(0, 8))
+        turns = []
+        for t in range(TURNS_PER_SESSION):
+            if remaining <= 0:
+                break
+            speaker = PEOPLE[t % 2]
+            texts = []
+            for _ in range(min(FACTS_PER_TURN, remaining)):
+                day = when - timedelta(days=rng.randint(0, 20))
+                texts.append(
+                    f"{speaker} {rng.choice(ACTIONS)} {rng.choice(OBJECTS)} in "
+                    f"{rng.choice(PLACES)} with {rng.choice(COMPANIONS)} on "
+                    f"{day:%d %B %Y} and {rng.choice(FEELINGS)}."
+                )
+            remaining -= len(texts)
+            turns.append(
+                Turn(
+                    id=f"S{n + 1}:{t + 1}",
+                    speaker=speaker,
+                    text=" ".join(texts),
+                    position=t,
+                    facts=texts,
+                )
+            )
+        sessions.append(
+            SessionInput(
+                session_id=f"s{n + 1}",
+                started_at=when,
+                participants=list(PEOPLE),
+                turns=turns,
+                seq=n,
+            )
+        )
+        n += 1
+    return sessions
+
+
+def synthetic_questions(count: int, seed: int) -> list[str]:
+    rng = random.Random(seed + 1)
+    forms = (
+        "What did {p} do in {place}?",
+        "Who went with {p} to {obj}?",
+        "When did {p} visit {obj} in {place}?",
+        "How did {p} feel about {obj}?",
+        "Where has {p} been with {comp}?",
+    )
+    return [
+        rng.choice(forms).format(
+            p=rng.choice(PEOPLE),
+            place=rng.choice(PLACES),
+            obj=rng.choice(OBJECTS),
+            comp=rng.choice(COMPANIONS),
+        )
+        for _ in range(count)
+    ]
+
+
+def run_size(
+    client: Any, store: Any, tenant: str, size: int, queries: int, seed: int, quiet: bool
+) -> dict[str, Any]:
+    """Ingest one synthetic space of `size` facts, then time `queries` questions against it."""
+    space = f"scale-{size}"
+    if records.get_space(store, tenant, space) is not None:
+        raise InvalidInput(f"space {space!r} already exists: use a fresh --data-dir")
+    records.create_space(store, tenant, space)
+    sessions = synthetic_sessions(size, seed)
+    started = time.perf_counter()
+    jobs = client.submit(tenant, space, sessions)
+    bar = tqdm(total=len(jobs), desc=f"ingest {size}", unit="session", disable=quiet)
+    done = client.wait(
+        tenant, [j.job_id for j in jobs], on_progress=lambda n: bar.update(n - bar.n)
+    )
+    bar.close()
+    seconds = time.perf_counter() - started
+    failed = [j for j in done if j.state != "done"]
+    if failed:
+        raise InvalidInput(f"{len(failed)} ingest jobs failed, first: {failed[0].reason}")
+    stored = store.count(Kind.FACTS, tenant, space)
+    questions = synthetic_questions(queries, seed)
+    client.search(tenant, space, questions[0])  # load the space index once
+    stages: dict[str, list[float]] = {}
+    for question in tqdm(questions, desc=f"query {size}", unit="q", disable=quiet):
+        began = time.perf_counter()
+        response = client.search(tenant, space, question, mode="full")
+        stages.setdefault("through_query_worker", []).append((time.perf_counter() - began) * 1000)
+        for name, ms in response["timings_ms"].items():
+            stages.setdefault(name, []).append(ms)
+    return {
+        "size": size,
+        "space": space,
+        "sessions": len(sessions),
+        "facts_in": size,
+        "facts_stored": stored,
+        "events": store.count(Kind.EVENTS, tenant, space),
+        "profiles": store.count(Kind.PROFILES, tenant, space),
+        "ingest_seconds": round(seconds, 2),
+        "facts_per_s": round(size / seconds, 2),
+        "queries": queries,
+        "latency_ms": {name: percentiles(values) for name, values in stages.items()},
+    }
+
+
+def growth(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Each size against the smallest: query latency (p50, p95) and ingest rate, as ratios."""
+    base = rows[0]
+    out = {}
+    for row in rows[1:]:
+        entry: dict[str, float] = {
+            "facts_per_s": round(row["facts_per_s"] / base["facts_per_s"], 2),
+        }
+        for stage in ("through_query_worker", "total", "graph", "primary"):
+            if stage in row["latency_ms"] and stage in base["latency_ms"]:
+                for q in ("p50", "p95"):
+                    denominator = base["latency_ms"][stage][q] or 1e-9
+                    entry[f"{stage}_{q}"] = round(row["latency_ms"][stage][q] / denominator, 2)
+        out[f"{row['size']}_vs_{base['size']}"] = entry
+    return out
