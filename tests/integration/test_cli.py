@@ -106,3 +106,65 @@ def test_unknown_space_is_a_clear_error(tmp_path: Path) -> None:
     )
     _assert_clean_error(run(tmp_path, "search", "--space", "nope", "anything"), "does not exist")
     _assert_clean_error(run(tmp_path, "facts", "--space", "nope"), "does not exist")
+
+
+TINY_LOCOMO = {
+    "sample_id": "tiny",
+    "conversation": {
+        "speaker_a": "Ana",
+        "speaker_b": "Ben",
+        "session_1_date_time": "1:00 pm on 8 May, 2023",
+        "session_1": [
+            {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a grey cat named Miso."},
+            {"speaker": "Ben", "dia_id": "D1:2", "text": "I am training for the Boston marathon."},
+        ],
+        "session_2_date_time": "2:00 pm on 20 May, 2023",
+        "session_2": [
+            {"speaker": "Ana", "dia_id": "D2:1", "text": "Miso knocked my vase off the shelf."},
+            {"speaker": "Ben", "dia_id": "D2:2", "text": "I ran twenty miles on Sunday morning."},
+        ],
+    },
+    "qa": [
+        {"question": "What is the name of Ana's cat?", "answer": "Miso", "evidence": ["D1:1"],
+         "category": 4},
+        {"question": "What did Ana's cat break?", "answer": "a vase", "evidence": ["D1:1", "D2:1"],
+         "category": 1},
+        {"question": "What is Ben training for?", "answer": "marathon", "evidence": ["D1:2"],
+         "category": 3},
+    ],
+}  # fmt: skip
+
+
+def test_bench_locomo_and_report_on_an_unseen_conversation(tmp_path: Path) -> None:
+    conversations = tmp_path / "conversations"
+    conversations.mkdir()
+    (conversations / "tiny.json").write_text(json.dumps(TINY_LOCOMO), encoding="utf-8")
+    out = tmp_path / "results"
+    bench = run(
+        tmp_path / "data",
+        "bench", "locomo", "--conversations", str(conversations), "--variant", "full",
+        "--variant", "raw-turns", "--k", "2", "--answer", "--out", str(out),
+    )  # fmt: skip
+    assert bench.returncode == 0, bench.stderr
+    full = json.loads((out / "locomo_full.json").read_text(encoding="utf-8"))
+    raw = json.loads((out / "locomo_raw-turns.json").read_text(encoding="utf-8"))
+    assert full["summary"]["overall"]["questions"] == 3 == raw["summary"]["overall"]["questions"]
+    assert full["ingest"]["sessions"] == 2 and full["ingest"]["facts"] >= 3
+    assert full["latency_ms"]["total"]["p50"] > 0 and "graph" in full["latency_ms"]
+    first = full["questions"][0]
+    assert (first["conversation"], first["index"], first["category"]) == ("tiny", 0, 4)
+    assert 0 < len(first["retrieved"]) <= 2 and "f1" in first
+    # the recall in the file is what its retrieved turn ids give
+    for row in full["questions"] + raw["questions"]:
+        covered = {t for r in row["retrieved"] for t in r["dia_ids"]}
+        assert row["recall"] == len(covered & set(row["evidence"])) / len(set(row["evidence"]))
+    again = run(
+        tmp_path / "data", "bench", "locomo", "--conversations", str(conversations),
+        "--variant", "flat", "--out", str(tmp_path / "flat.json"),
+    )  # fmt: skip
+    assert again.returncode == 2 and "already exists" in again.stderr
+    report = run(tmp_path, "bench", "report", str(out), "--out", str(tmp_path / "report"))
+    assert report.returncode == 0, report.stderr
+    markdown = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+    assert "raw-turns" in markdown and "paper AtomMem (full)" in markdown
+    assert (tmp_path / "report" / "recall_by_category.png").read_bytes()[:4] == b"\x89PNG"
