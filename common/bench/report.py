@@ -144,9 +144,11 @@ def render_markdown(results: list[dict[str, Any]]) -> str:
         lines.append(_row([_cell(label), DASH if facts is None else str(facts), _fmt(rate)]))
 
     lines += ["", "## Commands", ""]
+    by_command: dict[str, list[str]] = {}
     for label, result in zip(labels, results, strict=True):
-        command = result.get("command")
-        lines += [f"{label}:", "", "```", str(command) if command else DASH, "```", ""]
+        by_command.setdefault(str(result.get("command") or DASH), []).append(label)
+    for command, names in by_command.items():
+        lines += [f"{', '.join(names)}:", "", "```", command, "```", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 
