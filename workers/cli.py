@@ -436,6 +436,8 @@ def cmd_bench_locomo(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if many and out.suffix == ".json":
         raise InvalidInput("--out names a directory when several variants run")
+    if args.reuse and not args.data_dir and get_settings().store.qdrant_url is None:
+        raise InvalidInput("--reuse queries spaces built before: pass the --data-dir holding them")
     scratch = None
     if not args.data_dir:
         scratch = tempfile.mkdtemp(prefix="atommem-bench-")
