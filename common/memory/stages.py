@@ -26,6 +26,8 @@ from common.models.session import SessionInput
 from common.store import records
 from common.store.coordination import Coordinator
 
+WORKING = ("extracting", "committing", "profiling")
+
 
 class Next(StrEnum):
     """What the caller should send after a drain or profile step."""
@@ -131,7 +133,12 @@ def drain_stage(ctx: MemoryContext, coord: Coordinator, tenant: str, space: str)
         if record.status == "done":
             coord.unregister(tenant, space, head)
             coord.drop_drafts(tenant, space, head)
-            coord.update_job(tenant, job_id, state="done", counts=record.stats)
+            job = coord.get_job(tenant, job_id)
+            # Only a job that did this work (interrupted after it) is finished here with the
+            # session's counts. A resubmitted job is still queued: its accept reports it
+            # unchanged, and marking it here would let a waiter see stale counts.
+            if job is not None and job.state in WORKING:
+                coord.update_job(tenant, job_id, state="done", counts=record.stats)
             return Next.DRAIN
         if record.status == "committed":
             return Next.PROFILE
