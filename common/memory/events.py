@@ -109,7 +109,7 @@ def refresh_events(
     changes: Changes,
     stats: CommitStats,
 ) -> None:
-    """Re-summarise changed events and embed their summaries in one batch."""
+    """Re-summarise changed events and embed the summaries that changed, in one batch."""
     if not event_ids:
         return
     ordered = sorted(event_ids)
@@ -125,8 +125,12 @@ def refresh_events(
         events.append(
             event.model_copy(update={"summary": summary.summary, "keywords": summary.keywords})
         )
-    vectors = ctx.embedder.encode([e.summary for e in events])
-    for event, vec in zip(events, vectors, strict=True):
+    # An unchanged summary keeps its vector: only new texts go to the embedder.
+    changed = [e for e in events if e.summary != index.events.get(e.id).summary]
+    vectors = ctx.embedder.encode([e.summary for e in changed]) if changed else []
+    fresh = {e.id: v for e, v in zip(changed, vectors, strict=True)}
+    for event in events:
+        vec = fresh[event.id] if event.id in fresh else index.events.vector(event.id).copy()
         index.put_event(event, vec)
         changes.event(event, vec)
     stats.events_touched += len(events)
