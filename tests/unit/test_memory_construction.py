@@ -224,3 +224,34 @@ def test_event_summary_is_embedded_once_per_commit(tmp_path: Path) -> None:
         ],
     )
     assert encoder.calls == 1
+
+
+def test_an_unchanged_event_summary_keeps_its_vector(tmp_path: Path) -> None:
+    encoder = TableEncoder()
+    ctx = make_ctx(tmp_path, encoder)
+    links = ctx.backend.links  # type: ignore[attr-defined]
+    links["Ann bought paint brushes."] = ["Ann paints landscapes."]
+    links["Ann framed a painting."] = ["Ann bought paint brushes."]
+    links["Ann sold a painting."] = ["Ann framed a painting."]
+    _seed(
+        ctx,
+        [
+            ("Ann paints landscapes.", (1, 0, 0, 0)),
+            ("Ann bought paint brushes.", (0.7, 0.7, 0, 0)),
+            ("Ann framed a painting.", (0.5, 0.5, 0.7, 0)),
+        ],
+    )
+    (event,) = _events(ctx)
+    before = ctx.index("t", "s").events.vector(event.id).copy()
+    calls = encoder.calls
+    # A later fact joins; the rules summary (the first three facts by time) stays the same.
+    later = session_record("s1", 1, datetime(2024, 3, 9, 12, 0), ["Ann"])
+    commit_facts(
+        ctx,
+        later,
+        [draft(later, "Ann sold a painting.", unit(0.5, 0.4, 0.7, 0.3), ["sold"], ["Ann"])],
+    )
+    (after,) = _events(ctx)
+    assert len(after.fact_ids) == 4 and after.summary == event.summary
+    assert encoder.calls == calls  # nothing embedded again
+    assert (ctx.index("t", "s").events.vector(event.id) == before).all()
