@@ -422,10 +422,28 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_setup(args: argparse.Namespace) -> tuple[str, MemoryContext]:
+    """Tenant and store for a benchmark: a throwaway data dir unless one is given, the store
+    reachable from here (spaces are created and counted), the model loaded before any clock."""
+    import tempfile
+
+    if not args.data_dir:
+        args.data_dir = tempfile.mkdtemp(prefix="atommem-bench-")
+        atexit.register(shutil.rmtree, args.data_dir, True)
+    tenant = _setup(args)
+    if not _store_reachable():
+        raise InvalidInput(
+            "the benchmark creates spaces and counts memory, so it needs the store: run it "
+            "embedded, or with a Qdrant server URL next to the broker"
+        )
+    ctx = _context()
+    ctx.embedder.encode([])
+    return tenant, ctx
+
+
 def cmd_bench_locomo(args: argparse.Namespace) -> int:
     """Build one memory per conversation, ask every question per variant, write the results."""
     import json
-    import tempfile
 
     from workers.bench import locomo
 
@@ -438,20 +456,8 @@ def cmd_bench_locomo(args: argparse.Namespace) -> int:
         raise InvalidInput("--out names a directory when several variants run")
     if args.reuse and not args.data_dir and get_settings().store.qdrant_url is None:
         raise InvalidInput("--reuse queries spaces built before: pass the --data-dir holding them")
-    scratch = None
-    if not args.data_dir:
-        scratch = tempfile.mkdtemp(prefix="atommem-bench-")
-        args.data_dir = scratch
-        atexit.register(shutil.rmtree, scratch, True)
-    tenant = _setup(args)
+    tenant, ctx = _bench_setup(args)
     settings = runtime.settings()
-    if not _store_reachable():
-        raise InvalidInput(
-            "the benchmark creates spaces and counts memory, so it needs the store: run it "
-            "embedded, or with a Qdrant server URL next to the broker"
-        )
-    ctx = _context()
-    ctx.embedder.encode([])
     ingest_stats = None
     memory_variants = [v for v in variants if v in locomo.MEMORY_VARIANTS]
     client = _client() if memory_variants else None
@@ -511,25 +517,13 @@ def _cell(value: float | None) -> str:
 def cmd_bench_scale(args: argparse.Namespace) -> int:
     """Synthetic spaces of growing size: ingest rate and query latency at each."""
     import json
-    import tempfile
 
     from workers.bench import scale
 
     sizes = sorted(set(args.sizes))
     if not sizes or sizes[0] < scale.FACTS_PER_TURN or args.queries < 1:
         raise InvalidInput("--sizes must be positive fact counts and --queries at least 1")
-    if not args.data_dir:
-        scratch = tempfile.mkdtemp(prefix="atommem-scale-")
-        args.data_dir = scratch
-        atexit.register(shutil.rmtree, scratch, True)
-    tenant = _setup(args)
-    if not _store_reachable():
-        raise InvalidInput(
-            "the benchmark creates spaces and counts memory, so it needs the store: run it "
-            "embedded, or with a Qdrant server URL next to the broker"
-        )
-    ctx = _context()
-    ctx.embedder.encode([])
+    tenant, ctx = _bench_setup(args)
     client = _client()
     rows = []
     out = Path(args.out)

@@ -24,6 +24,7 @@ from common.inputs.formats import SpaceInput, load_json, read_sessions
 from common.models.session import Turn
 from common.store import records
 from common.store.qdrant import Kind
+from workers.bench import ingest_jobs
 
 MEMORY_VARIANTS = ("full", "flat", "no-graph", "no-profile")
 VARIANTS = (*MEMORY_VARIANTS, "raw-turns")
@@ -88,21 +89,13 @@ def ingest(
             )
     for conv in conversations:
         records.create_space(store, tenant, conv.name)
-    started = time.perf_counter()
-    jobs = client.submit_many(
-        tenant, [(conv.name, s) for conv in conversations for s in conv.sessions.sessions]
+    seconds = ingest_jobs(
+        client,
+        tenant,
+        [(conv.name, s) for conv in conversations for s in conv.sessions.sessions],
+        "ingest",
+        quiet,
     )
-    bar = tqdm(total=len(jobs), desc="ingest", unit="session", disable=quiet)
-    done = client.wait(
-        tenant, [j.job_id for j in jobs], on_progress=lambda n: bar.update(n - bar.n)
-    )
-    bar.close()
-    seconds = time.perf_counter() - started
-    failed = [j for j in done if j.state != "done"]
-    if failed:
-        raise InvalidInput(
-            f"{len(failed)} ingest jobs failed, first: {failed[0].job_id}: {failed[0].reason}"
-        )
     return counts(store, tenant, conversations, seconds)
 
 

@@ -22,6 +22,7 @@ from common.errors import InvalidInput
 from common.models.session import SessionInput, Turn
 from common.store import records
 from common.store.qdrant import Kind
+from workers.bench import ingest_jobs
 
 PEOPLE = ("Ava", "Noah")
 ACTIONS = (
@@ -132,17 +133,7 @@ def run_size(
         raise InvalidInput(f"space {space!r} already exists: use a fresh --data-dir")
     records.create_space(store, tenant, space)
     sessions = synthetic_sessions(size, seed)
-    started = time.perf_counter()
-    jobs = client.submit(tenant, space, sessions)
-    bar = tqdm(total=len(jobs), desc=f"ingest {size}", unit="session", disable=quiet)
-    done = client.wait(
-        tenant, [j.job_id for j in jobs], on_progress=lambda n: bar.update(n - bar.n)
-    )
-    bar.close()
-    seconds = time.perf_counter() - started
-    failed = [j for j in done if j.state != "done"]
-    if failed:
-        raise InvalidInput(f"{len(failed)} ingest jobs failed, first: {failed[0].reason}")
+    seconds = ingest_jobs(client, tenant, [(space, s) for s in sessions], f"ingest {size}", quiet)
     stored = store.count(Kind.FACTS, tenant, space)
     questions = synthetic_questions(queries, seed)
     client.search(tenant, space, questions[0])  # load the space index once
