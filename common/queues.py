@@ -16,7 +16,6 @@ class Queue(StrEnum):
 class TaskName(StrEnum):
     ACCEPT = "atommem.ingest.accept"
     EXTRACT = "atommem.extract.window"
-    COLLECT = "atommem.memory.collect"
     DRAIN = "atommem.memory.drain"
     PROFILE = "atommem.profile.batch"
     SEARCH = "atommem.query.search"
@@ -26,7 +25,6 @@ class TaskName(StrEnum):
 TASK_QUEUE: dict[TaskName, Queue] = {
     TaskName.ACCEPT: Queue.INGEST,
     TaskName.EXTRACT: Queue.EXTRACT,
-    TaskName.COLLECT: Queue.MEMORY,
     TaskName.DRAIN: Queue.MEMORY,
     TaskName.PROFILE: Queue.PROFILE,
     TaskName.SEARCH: Queue.QUERY,

@@ -13,15 +13,15 @@ from __future__ import annotations
 import json
 import uuid
 from enum import StrEnum
-from typing import Any
 
 from common.errors import AtomMemError
+from common.llm import usage
 from common.memory.commit import commit_facts, profile_batch, profile_flush, resume
 from common.memory.context import MemoryContext
 from common.memory.extract import chunks, draft_session
 from common.memory.ingest import accept, note_participants
 from common.models.drafts import DraftFact
-from common.models.jobs import AcceptPayload, CollectPayload, ExtractPayload
+from common.models.jobs import AcceptPayload, ExtractPayload
 from common.models.session import SessionInput
 from common.store import records
 from common.store.coordination import Coordinator
@@ -44,13 +44,14 @@ def fail_job(
     """A permanent failure: the job says why and the space's sequence moves on."""
     coord.update_job(tenant, job_id, state="failed", reason=reason)
     coord.unregister(tenant, space, session_id)
-    coord.drop_drafts(tenant, space, session_id)
+    coord.drop_chunks(tenant, space, session_id)
 
 
 def accept_stage(
     ctx: MemoryContext, coord: Coordinator, payload: AcceptPayload
 ) -> list[ExtractPayload] | None:
-    """Store the raw session; return the extraction chunks, or None when nothing is left."""
+    """Store the raw session; return the chunks still to extract (a redelivered accept skips
+    those already parked), or None when the session needs nothing more."""
     records.require_space(ctx.store, payload.tenant, payload.space)
     record, pending = accept(ctx, payload.tenant, payload.space, payload.session, payload.job_id)
     if not pending:
@@ -63,14 +64,17 @@ def accept_stage(
         coord.update_job(payload.tenant, payload.job_id, state="committing")
         return []  # extraction already committed; the drain takes it from here
     coord.update_job(payload.tenant, payload.job_id, state="extracting")
-    return extract_payloads(ctx, payload.job_id, payload.tenant, payload.space, payload.session)
+    parked = coord.get_chunks(payload.tenant, payload.space, payload.session.session_id)
+    todo = extract_payloads(ctx, payload.job_id, payload.tenant, payload.space, payload.session)
+    return [p for p in todo if p.chunk not in parked]  # none left: the drain takes it over
 
 
 def extract_payloads(
     ctx: MemoryContext, job_id: str, tenant: str, space: str, session: SessionInput
 ) -> list[ExtractPayload]:
-    """One extract task per chunk of turns, numbered so the collector can check it has all."""
+    """One extract task per chunk of turns, numbered so the drain can tell when it has all."""
     size = ctx.settings.pipeline.extract_batch_turns
+    cut = chunks(session, size, ctx.settings.memory.context_window_k)
     return [
         ExtractPayload(
             enqueued_at=0.0,
@@ -80,40 +84,47 @@ def extract_payloads(
             session=chunk,
             context_turns=skip,
             chunk=i,
+            chunks=len(cut),
         )
-        for i, (chunk, skip) in enumerate(
-            chunks(session, size, ctx.settings.memory.context_window_k)
-        )
+        for i, (chunk, skip) in enumerate(cut)
     ]
 
 
-def extract_stage(ctx: MemoryContext, payload: ExtractPayload) -> dict[str, Any]:
-    """Draft facts of one chunk; writes nothing."""
-    drafts = draft_session(
-        ctx, payload.tenant, payload.space, payload.session, payload.context_turns
+def extract_stage(ctx: MemoryContext, coord: Coordinator, payload: ExtractPayload) -> bool:
+    """Draft the facts of one chunk and park them; True once every chunk of the session is
+    parked. Parking is idempotent, so a redelivered chunk counts once: the fan-in survives a
+    worker killed at any point (a counter would not)."""
+    with usage.metered() as used:
+        drafts = draft_session(
+            ctx, payload.tenant, payload.space, payload.session, payload.context_turns
+        )
+    body = {
+        "of": payload.chunks,
+        "drafts": [d.model_dump(mode="json") for d in drafts],
+        "usage": used.as_counts(),
+    }
+    parked = coord.put_chunk(
+        payload.tenant, payload.space, payload.session.session_id, payload.chunk, json.dumps(body)
     )
-    return {"chunk": payload.chunk, "drafts": [d.model_dump(mode="json") for d in drafts]}
+    return parked >= payload.chunks
 
 
-def collect_stage(
-    ctx: MemoryContext, coord: Coordinator, payload: CollectPayload, results: list[dict[str, Any]]
-) -> None:
-    """Park a session's drafts, in chunk order, until its turn in the space comes. A chunk
-    missing from the results (a redelivered task counted twice) is extracted again here."""
-    by_chunk = {int(r["chunk"]): r["drafts"] for r in results}
-    missing = set(range(payload.chunks)) - set(by_chunk)
-    if missing:
-        record = records.get_session(ctx.store, payload.tenant, payload.space, payload.session_id)
-        if record is None:
-            raise AtomMemError(f"session {payload.session_id!r} vanished before its commit")
-        for again in extract_payloads(
-            ctx, payload.job_id, payload.tenant, payload.space, record.session
-        ):
-            if again.chunk in missing:
-                by_chunk[again.chunk] = extract_stage(ctx, again)["drafts"]
-    drafts = [d for i in sorted(by_chunk) for d in by_chunk[i]]
-    coord.put_drafts(payload.tenant, payload.space, payload.session_id, json.dumps(drafts))
-    coord.update_job(payload.tenant, payload.job_id, state="committing")
+def parked_drafts(
+    coord: Coordinator, tenant: str, space: str, session_id: str
+) -> tuple[list[DraftFact], dict[str, int]] | None:
+    """The session's drafts in chunk order and what extracting them cost, or None while a
+    chunk is still being extracted."""
+    parked = {i: json.loads(raw) for i, raw in coord.get_chunks(tenant, space, session_id).items()}
+    if not parked:
+        return None
+    total = max(int(body["of"]) for body in parked.values())
+    if any(i not in parked for i in range(total)):
+        return None
+    cost = usage.Usage()
+    for i in range(total):
+        cost.merge(usage.Usage.from_counts(parked[i].get("usage", {})))
+    drafts = [DraftFact.model_validate(d) for i in range(total) for d in parked[i]["drafts"]]
+    return drafts, cost.as_counts()
 
 
 def drain_stage(ctx: MemoryContext, coord: Coordinator, tenant: str, space: str) -> Next:
@@ -132,7 +143,7 @@ def drain_stage(ctx: MemoryContext, coord: Coordinator, tenant: str, space: str)
         job_id = record.job_id or ""
         if record.status == "done":
             coord.unregister(tenant, space, head)
-            coord.drop_drafts(tenant, space, head)
+            coord.drop_chunks(tenant, space, head)
             job = coord.get_job(tenant, job_id)
             # Only a job that did this work (interrupted after it) is finished here with the
             # session's counts. A resubmitted job is still queued: its accept reports it
@@ -142,12 +153,13 @@ def drain_stage(ctx: MemoryContext, coord: Coordinator, tenant: str, space: str)
             return Next.DRAIN
         if record.status == "committed":
             return Next.PROFILE
-        raw = coord.get_drafts(tenant, space, head)
-        if raw is None:
-            return Next.NOTHING  # still extracting
-        drafts = [DraftFact.model_validate(d) for d in json.loads(raw)]
+        parked = parked_drafts(coord, tenant, space, head)
+        if parked is None:
+            return Next.NOTHING  # still extracting: its last chunk asks for a drain
+        drafts, extraction = parked
+        coord.update_job(tenant, job_id, state="committing")
         try:
-            commit_facts(ctx, record, drafts)
+            commit_facts(ctx, record, drafts, extraction)
         except AtomMemError as exc:
             fail_job(coord, tenant, space, head, job_id, str(exc))
             return Next.DRAIN
@@ -178,7 +190,7 @@ def profile_stage(
         if record.status == "committed":
             profile_batch(ctx, record)
         coord.unregister(tenant, space, session_id)
-        coord.drop_drafts(tenant, space, session_id)
+        coord.drop_chunks(tenant, space, session_id)
         coord.update_job(tenant, record.job_id or "", state="done", counts=record.stats)
         return Next.DRAIN
     finally:

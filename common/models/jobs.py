@@ -47,14 +47,7 @@ class ExtractPayload(TaskPayload):
     session: SessionInput = Field(description="the chunk's turns, context first")
     context_turns: int = Field(ge=0, description="how many leading turns are context only")
     chunk: int = Field(ge=0)
-
-
-class CollectPayload(TaskPayload):
-    chunks: int = Field(ge=1)
-    job_id: str
-    tenant: str
-    space: str
-    session_id: str
+    chunks: int = Field(ge=1, description="how many chunks the session was cut into")
 
 
 class SpacePayload(TaskPayload):

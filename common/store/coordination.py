@@ -34,9 +34,12 @@ class Coordinator(Protocol):
     def register(self, tenant: str, space: str, session_id: str, seq: int) -> None: ...
     def unregister(self, tenant: str, space: str, session_id: str) -> None: ...
     def head(self, tenant: str, space: str) -> str | None: ...
-    def put_drafts(self, tenant: str, space: str, session_id: str, data: str) -> None: ...
-    def get_drafts(self, tenant: str, space: str, session_id: str) -> str | None: ...
-    def drop_drafts(self, tenant: str, space: str, session_id: str) -> None: ...
+    def put_chunk(self, tenant: str, space: str, session_id: str, chunk: int, data: str) -> int:
+        """Park one extracted chunk; returns how many chunks of the session are parked."""
+        ...
+
+    def get_chunks(self, tenant: str, space: str, session_id: str) -> dict[int, str]: ...
+    def drop_chunks(self, tenant: str, space: str, session_id: str) -> None: ...
     def acquire(self, tenant: str, space: str, token: str, ttl_ms: int) -> bool: ...
     def release(self, tenant: str, space: str, token: str) -> None: ...
     def bump_version(self, tenant: str, space: str) -> int: ...
@@ -105,15 +108,20 @@ class RedisCoordinator:
         first = self._r.zrange(keys.pending(tenant, space), 0, 0)
         return str(first[0]) if first else None
 
-    def put_drafts(self, tenant: str, space: str, session_id: str, data: str) -> None:
-        self._r.set(keys.drafts(tenant, space, session_id), data, ex=self._ttl)
+    def put_chunk(self, tenant: str, space: str, session_id: str, chunk: int, data: str) -> int:
+        key = keys.chunks(tenant, space, session_id)
+        pipe = self._r.pipeline()
+        pipe.hset(key, str(chunk), data)
+        pipe.expire(key, self._ttl)
+        pipe.hlen(key)
+        return int(pipe.execute()[-1])
 
-    def get_drafts(self, tenant: str, space: str, session_id: str) -> str | None:
-        raw = self._r.get(keys.drafts(tenant, space, session_id))
-        return str(raw) if raw else None
+    def get_chunks(self, tenant: str, space: str, session_id: str) -> dict[int, str]:
+        raw = self._r.hgetall(keys.chunks(tenant, space, session_id))
+        return {int(k): str(v) for k, v in raw.items()}
 
-    def drop_drafts(self, tenant: str, space: str, session_id: str) -> None:
-        self._r.delete(keys.drafts(tenant, space, session_id))
+    def drop_chunks(self, tenant: str, space: str, session_id: str) -> None:
+        self._r.delete(keys.chunks(tenant, space, session_id))
 
     def acquire(self, tenant: str, space: str, token: str, ttl_ms: int) -> bool:
         return bool(self._r.set(keys.lock(tenant, space), token, nx=True, px=ttl_ms))
@@ -151,8 +159,8 @@ class SqliteCoordinator:
                 open INTEGER, PRIMARY KEY (tenant, job_id));
             CREATE TABLE IF NOT EXISTS pending (tenant TEXT, space TEXT, session_id TEXT,
                 seq INTEGER, PRIMARY KEY (tenant, space, session_id));
-            CREATE TABLE IF NOT EXISTS drafts (tenant TEXT, space TEXT, session_id TEXT,
-                data TEXT, PRIMARY KEY (tenant, space, session_id));
+            CREATE TABLE IF NOT EXISTS chunks (tenant TEXT, space TEXT, session_id TEXT,
+                chunk INTEGER, data TEXT, PRIMARY KEY (tenant, space, session_id, chunk));
             CREATE TABLE IF NOT EXISTS locks (tenant TEXT, space TEXT, token TEXT,
                 expires REAL, PRIMARY KEY (tenant, space));
             CREATE TABLE IF NOT EXISTS versions (tenant TEXT, space TEXT, v INTEGER,
@@ -228,23 +236,29 @@ class SqliteCoordinator:
         )
         return str(raw) if raw is not None else None
 
-    def put_drafts(self, tenant: str, space: str, session_id: str, data: str) -> None:
-        self._run(
-            "INSERT OR REPLACE INTO drafts VALUES (?, ?, ?, ?)", tenant, space, session_id, data
-        )
+    def put_chunk(self, tenant: str, space: str, session_id: str, chunk: int, data: str) -> int:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?, ?)",
+                (tenant, space, session_id, chunk, data),
+            )
+            row = self._db.execute(
+                "SELECT COUNT(*) FROM chunks WHERE tenant=? AND space=? AND session_id=?",
+                (tenant, space, session_id),
+            ).fetchone()
+        return int(row[0])
 
-    def get_drafts(self, tenant: str, space: str, session_id: str) -> str | None:
-        raw = self._one(
-            "SELECT data FROM drafts WHERE tenant=? AND space=? AND session_id=?",
-            tenant,
-            space,
-            session_id,
-        )
-        return str(raw) if raw is not None else None
+    def get_chunks(self, tenant: str, space: str, session_id: str) -> dict[int, str]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT chunk, data FROM chunks WHERE tenant=? AND space=? AND session_id=?",
+                (tenant, space, session_id),
+            ).fetchall()
+        return {int(c): str(d) for c, d in rows}
 
-    def drop_drafts(self, tenant: str, space: str, session_id: str) -> None:
+    def drop_chunks(self, tenant: str, space: str, session_id: str) -> None:
         self._run(
-            "DELETE FROM drafts WHERE tenant=? AND space=? AND session_id=?",
+            "DELETE FROM chunks WHERE tenant=? AND space=? AND session_id=?",
             tenant,
             space,
             session_id,

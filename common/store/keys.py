@@ -18,8 +18,9 @@ def pending(tenant: str, space: str) -> str:
     return f"atommem:pending:{tenant}:{space}"
 
 
-def drafts(tenant: str, space: str, session_id: str) -> str:
-    return f"atommem:drafts:{tenant}:{space}:{session_id}"
+def chunks(tenant: str, space: str, session_id: str) -> str:
+    """Hash: chunk number → that chunk's extracted drafts."""
+    return f"atommem:chunks:{tenant}:{space}:{session_id}"
 
 
 def lock(tenant: str, space: str) -> str:

@@ -1,18 +1,20 @@
-"""The drain finishes only jobs that did the work; a resubmitted job is left to its accept."""
+"""The queued stages: the per-chunk fan-in, and a drain that finishes only jobs that did the
+work (a resubmitted job is left to its accept)."""
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from common.memory.stages import Next, drain_stage
+from common.memory.stages import Next, drain_stage, parked_drafts
 from common.models.jobs import Job
 from common.store import records
 from common.store.coordination import SqliteCoordinator
-from tests.helpers import make_ctx, session_record
+from tests.helpers import draft, make_ctx, session_record, unit
 
 
 @pytest.mark.parametrize(
@@ -41,3 +43,48 @@ def test_drain_over_a_session_already_done(tmp_path: Path, state: str, finished:
         assert after.state == "done" and after.counts == {"facts_in": 3, "facts_stored": 3}
     else:  # a resubmission: untouched, its accept will report it unchanged
         assert after.state == "queued" and after.counts == {}
+
+
+def _park(coord: SqliteCoordinator, chunk: int, of: int, texts: list[str]) -> int:
+    drafts = [
+        draft(REC, text, unit(1, 0, 0, 0), ["k"], ["Ann"], index=i).model_dump(mode="json")
+        for i, text in enumerate(texts)
+    ]
+    return coord.put_chunk("t", "s", "s1", chunk, json.dumps({"of": of, "drafts": drafts}))
+
+
+REC = session_record("s1", 0, datetime(2024, 3, 1), ["Ann"])
+
+
+def test_parked_chunks_count_once_and_assemble_in_chunk_order(tmp_path: Path) -> None:
+    coord = SqliteCoordinator(tmp_path / "c.sqlite")
+    assert parked_drafts(coord, "t", "s", "s1") is None
+    assert _park(coord, 2, 3, ["third"]) == 1
+    assert _park(coord, 0, 3, ["first a", "first b"]) == 2
+    assert _park(coord, 0, 3, ["first a", "first b"]) == 2  # a redelivered chunk counts once
+    assert parked_drafts(coord, "t", "s", "s1") is None  # chunk 1 is still out
+    assert _park(coord, 1, 3, []) == 3  # a chunk with no facts still completes the set
+    parked = parked_drafts(coord, "t", "s", "s1")
+    assert parked is not None
+    assert [d.text for d in parked[0]] == ["first a", "first b", "third"]
+
+
+def test_drain_commits_the_head_once_its_last_chunk_is_parked(tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path)
+    records.put_session(ctx.store, REC.model_copy(update={"status": "accepted", "job_id": "j1"}))
+    coord = SqliteCoordinator(tmp_path / "c.sqlite")
+    now = time.time()
+    job = Job(
+        job_id="j1", tenant="t", space="s", session_id="s1", state="extracting",
+        created_at=now, updated_at=now,
+    )  # fmt: skip
+    coord.put_job(job, "{}")
+    coord.register("t", "s", "s1", 0)
+    _park(coord, 1, 2, ["Ann adopted a cat."])
+    assert drain_stage(ctx, coord, "t", "s") == Next.NOTHING  # chunk 0 not parked yet
+    assert coord.get_job("t", "j1").state == "extracting"  # type: ignore[union-attr]
+    _park(coord, 0, 2, ["Ann moved to Oslo."])
+    assert drain_stage(ctx, coord, "t", "s") == Next.PROFILE
+    after = coord.get_job("t", "j1")
+    assert after is not None and after.state == "profiling"
+    assert after.counts["facts_in"] == 2

@@ -1,4 +1,4 @@
-"""Ingest → extract (chord) → memory (commit in session order) → profile."""
+"""Ingest → extract (fan-out, parked per chunk) → memory (commit in session order) → profile."""
 
 from __future__ import annotations
 
@@ -6,14 +6,13 @@ import time
 from typing import Any
 
 import redis
-from celery import Task, chord, group
+from celery import Task, group
 from qdrant_client.http.exceptions import ResponseHandlingException
 
 from common.errors import AtomMemError
 from common.memory import stages
 from common.models.jobs import (
     AcceptPayload,
-    CollectPayload,
     ExtractPayload,
     ProfilePayload,
     SpacePayload,
@@ -73,63 +72,43 @@ def accept(self: Task, payload: dict[str, Any]) -> None:
         send_drain(p.tenant, p.space)
         return
     now = time.time()
-    header = group(
+    group(
         app.signature(
             TaskName.EXTRACT.value,
             kwargs={"payload": c.model_copy(update={"enqueued_at": now}).model_dump(mode="json")},
         )
         for c in chunks
-    )
-    collect_payload = CollectPayload(
-        enqueued_at=now,
-        chunks=len(chunks),
-        job_id=p.job_id,
-        tenant=p.tenant,
-        space=p.space,
-        session_id=p.session.session_id,
-    )
-    chord(header)(
-        app.signature(
-            TaskName.COLLECT.value, kwargs={"payload": collect_payload.model_dump(mode="json")}
-        )
-    )
+    ).apply_async()
 
 
 @app.task(
-    name=TaskName.EXTRACT.value, bind=True, acks_late=True, reject_on_worker_lost=True, **RETRY
-)
-def extract(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
-    """Draft the facts of one chunk of turns (Fact Executor, metadata, embeddings); pure."""
-    p = ExtractPayload.model_validate(payload)
-    observe_wait(Queue.EXTRACT, p.enqueued_at)
-    try:
-        return stages.extract_stage(runtime.context(), p)
-    except TRANSIENT:
-        raise
-    except Exception as exc:  # permanent: fail the job; the collector then skips it
-        coord = runtime.coordinator()
-        stages.fail_job(coord, p.tenant, p.space, p.session.session_id, p.job_id, _reason(exc))
-        return {"chunk": p.chunk, "drafts": []}
-
-
-@app.task(
-    name=TaskName.COLLECT.value,
+    name=TaskName.EXTRACT.value,
     bind=True,
     acks_late=True,
     reject_on_worker_lost=True,
     ignore_result=True,
     **RETRY,
 )
-def collect(self: Task, results: list[dict[str, Any]], payload: dict[str, Any]) -> None:
-    """Park the session's drafts for the space's sequencer; re-running overwrites them."""
-    p = CollectPayload.model_validate(payload)
-    observe_wait(Queue.MEMORY, p.enqueued_at)
+def extract(self: Task, payload: dict[str, Any]) -> None:
+    """Draft the facts of one chunk of turns (Fact Executor, metadata, embeddings) and park
+    them; the chunk that completes the session asks for a drain. Writes no memory, so a
+    redelivered chunk only parks the same drafts again."""
+    p = ExtractPayload.model_validate(payload)
+    observe_wait(Queue.EXTRACT, p.enqueued_at)
     coord = runtime.coordinator()
     job = coord.get_job(p.tenant, p.job_id)
     if job is not None and job.state == "failed":
+        return  # another chunk of this session failed: parking this one would only linger
+    try:
+        complete = stages.extract_stage(runtime.context(), coord, p)
+    except TRANSIENT:
+        raise
+    except Exception as exc:  # permanent: the job says why, the space moves on
+        stages.fail_job(coord, p.tenant, p.space, p.session.session_id, p.job_id, _reason(exc))
+        send_drain(p.tenant, p.space)
         return
-    stages.collect_stage(runtime.context(), coord, p, results)
-    send_drain(p.tenant, p.space)
+    if complete:
+        send_drain(p.tenant, p.space)
 
 
 @app.task(
