@@ -24,6 +24,7 @@ from tqdm import tqdm
 from common.celery_config import celery_config
 from common.errors import AtomMemError, InvalidInput
 from common.inputs.formats import SpaceInput, read_sessions
+from common.llm import usage
 from common.memory.changes import CommitStats
 from common.memory.context import MemoryContext
 from common.models.memory import Profile
@@ -177,7 +178,7 @@ def _report(tenant: str, finished: list[Any], seconds: float) -> int:
     for job in finished:
         sessions[job.space] += 1
         unchanged[job.space] += job.unchanged
-        per_space[job.space].add(CommitStats.model_validate(job.counts))
+        per_space[job.space].add(CommitStats.from_counts(job.counts))
     for space, total in per_space.items():
         line = (
             f"{space}: {sessions[space]} sessions ({unchanged[space]} unchanged), "
@@ -195,6 +196,12 @@ def _report(tenant: str, finished: list[Any], seconds: float) -> int:
     facts = sum(s.facts_in for s in per_space.values())
     rate = facts / seconds if seconds > 0 else 0.0
     print(f"total: {len(finished)} sessions, {facts} facts in {seconds:.1f}s ({rate:.0f} facts/s)")
+    spent = CommitStats()
+    for stats in per_space.values():
+        spent.add(stats)
+    line = usage_line(spent.llm_usage)
+    if line:
+        print(line)
     for job in failed:
         print(
             f"failed: {job.space}/{job.session_id} (job {job.job_id}): {job.reason}",
@@ -294,9 +301,24 @@ def cmd_ask(args: argparse.Namespace) -> int:
     tenant = _setup(args)
     result = _client().ask(tenant, args.space, args.question)
     print(f"Q: {args.question}\nA: {result['answer']}")
+    line = usage_line(result.get("llm_usage", {}))
+    if line:
+        print(f"  ({line})")
     print("  evidence:")
     _print_hits(result)
     return 0
+
+
+def usage_line(counts: dict[str, int]) -> str:
+    """`llm: 12 calls (3 skipped), 4,210 prompt + 512 completion tokens`, or "" when none."""
+    spent = usage.Usage.from_counts(counts)
+    if not spent.total("calls"):
+        return ""  # the `rules` backend: no model calls to report
+    return (
+        f"llm: {spent.total('calls')} calls ({spent.total('skipped')} skipped), "
+        f"{spent.total('prompt_tokens'):,} prompt + "
+        f"{spent.total('completion_tokens'):,} completion tokens"
+    )
 
 
 def cmd_profile_batch(args: argparse.Namespace) -> int:
@@ -456,7 +478,12 @@ def cmd_bench_locomo(args: argparse.Namespace) -> int:
         raise InvalidInput("--out names a directory when several variants run")
     if args.reuse and not args.data_dir and get_settings().store.qdrant_url is None:
         raise InvalidInput("--reuse queries spaces built before: pass the --data-dir holding them")
+    if args.judge and not args.answer:
+        raise InvalidInput("--judge grades answers: add --answer")
+    if args.judge and get_settings().llm.backend == "rules":
+        raise InvalidInput("--judge needs an LLM backend (ATOMMEM_LLM__BACKEND=openai)")
     tenant, ctx = _bench_setup(args)
+    judge = getattr(ctx.backend, "judge", None) if args.judge else None
     settings = runtime.settings()
     ingest_stats = None
     memory_variants = [v for v in variants if v in locomo.MEMORY_VARIANTS]
@@ -492,7 +519,7 @@ def cmd_bench_locomo(args: argparse.Namespace) -> int:
             doc = locomo.result_document(variant, args.k, command, rows, stages, None, used)
         else:
             rows, stages = locomo.run_memory_variant(
-                client, tenant, conversations, variant, args.k, args.answer, args.quiet
+                client, tenant, conversations, variant, args.k, args.answer, args.quiet, judge
             )
             doc = locomo.result_document(variant, args.k, command, rows, stages, ingest_stats, used)
         path = locomo.out_path(out, variant, many)
@@ -644,6 +671,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--answer", action="store_true", help="also answer and score F1 and BLEU-1")
+    p.add_argument(
+        "--judge", action="store_true", help="with --answer and an LLM backend: LLM judge (J)"
+    )
     p.add_argument("--reuse", action="store_true", help="query the spaces already in --data-dir")
     p.add_argument("--out", required=True, help="result file (one variant) or directory (several)")
     p.set_defaults(func=cmd_bench_locomo)

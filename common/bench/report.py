@@ -143,6 +143,7 @@ def render_markdown(results: list[dict[str, Any]]) -> str:
         rate = ingest.get("facts_per_s") if isinstance(ingest, dict) else None
         lines.append(_row([_cell(label), DASH if facts is None else str(facts), _fmt(rate)]))
 
+    lines += _answers(labels, results) + _llm(labels, results)
     lines += ["", "## Commands", ""]
     by_command: dict[str, list[str]] = {}
     for label, result in zip(labels, results, strict=True):
@@ -150,6 +151,58 @@ def render_markdown(results: list[dict[str, Any]]) -> str:
     for command, names in by_command.items():
         lines += [f"{', '.join(names)}:", "", "```", command, "```", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _answers(labels: list[str], results: list[dict[str, Any]]) -> list[str]:
+    """F1, BLEU-1 and J per category, for the results that answered."""
+    answered = [
+        (label, r)
+        for label, r in zip(labels, results, strict=True)
+        if (r.get("summary", {}).get("overall") or {}).get("f1") is not None
+    ]
+    if not answered:
+        return []
+    headers = ["Variant", "Metric", *(name for _, name in CATEGORIES)]
+    lines = ["", "## Answers (%)", "", _row(headers), _row(["---", "---"] + ["---:"] * 5)]
+    for label, result in answered:
+        summary = result["summary"]
+        for metric, name in (("f1", "F1"), ("bleu1", "BLEU-1"), ("judge", "J")):
+            cells = [_fmt((summary.get(cat) or {}).get(metric)) for cat, _ in CATEGORIES]
+            if any(c != DASH for c in cells):
+                lines.append(_row([_cell(label), name, *cells]))
+    return lines
+
+
+def _llm(labels: list[str], results: list[dict[str, Any]]) -> list[str]:
+    """Model calls and tokens per ingested turn and per question, when a model was used."""
+    lines: list[str] = []
+    for label, result in zip(labels, results, strict=True):
+        for title, block, per in (
+            ("ingest, per turn", (result.get("ingest") or {}).get("llm"), "per_turn"),
+            ("queries, per question", result.get("llm_per_question"), "per_question"),
+        ):
+            if not block:
+                continue
+            if not lines:
+                lines = ["", "## LLM calls and tokens", ""]
+                lines += [
+                    _row(["Variant", "Where", "Calls", "Skipped", "Prompt tok", "Completion tok"]),
+                    _row(["---", "---", "---:", "---:", "---:", "---:"]),
+                ]
+            each = block[per]
+            lines.append(
+                _row(
+                    [
+                        _cell(label),
+                        title,
+                        *(
+                            _fmt(each.get(key))
+                            for key in ("calls", "skipped", "prompt_tokens", "completion_tokens")
+                        ),
+                    ]
+                )
+            )
+    return lines
 
 
 def plot_recall(results: list[dict[str, Any]], path: Path) -> None:

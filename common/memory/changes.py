@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from common.models.memory import Event, Fact, Profile
 from common.models.plan import Plan, PlannedPoint
@@ -25,10 +25,32 @@ class CommitStats(BaseModel):
     profile_changes: int = 0
     llm_calls: int = 0
     llm_calls_skipped: int = 0
+    llm_usage: dict[str, int] = Field(
+        default_factory=dict, description="model calls and tokens: `llm.<stage>.<what>`"
+    )
 
     def add(self, other: CommitStats) -> None:
         for name in type(self).model_fields:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+            if name == "llm_usage":
+                self.add_usage(other.llm_usage)
+            else:
+                setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def add_usage(self, counts: dict[str, int]) -> None:
+        for key, value in counts.items():
+            self.llm_usage[key] = self.llm_usage.get(key, 0) + value
+
+    @classmethod
+    def from_counts(cls, counts: dict[str, int]) -> CommitStats:
+        """The inverse of `counts` (a job's counts back into stats)."""
+        llm = {k: v for k, v in counts.items() if k.startswith("llm.")}
+        plain = {k: v for k, v in counts.items() if not k.startswith("llm.")}
+        return cls.model_validate({**plain, "llm_usage": llm})
+
+    def counts(self) -> dict[str, int]:
+        """Flat counts, as a job reports them."""
+        flat = self.model_dump(exclude={"llm_usage"})
+        return {**flat, **self.llm_usage}
 
 
 def apply_plan(store: QdrantStore, plan: Plan) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from common.llm import usage
 from common.memory.changes import Changes, CommitStats, apply_plan
 from common.memory.context import MemoryContext
 from common.memory.events import refresh_events, route_event
@@ -55,7 +56,9 @@ def _run_stage(
     changes = Changes()
     stats = CommitStats()
     try:
-        build(index, changes, stats)
+        with usage.metered() as used:
+            build(index, changes, stats)
+        stats.add_usage(used.as_counts())
         plan = changes.plan()
         records.put_session(ctx.store, record.model_copy(update={"status": running, "plan": plan}))
         apply_plan(ctx.store, plan)
@@ -64,7 +67,7 @@ def _run_stage(
         ctx.indexes.drop(record.tenant, record.space)
         raise
     merged = dict(record.stats)
-    for name, value in stats.model_dump().items():
+    for name, value in stats.counts().items():
         merged[name] = merged.get(name, 0) + value
     done = record.model_copy(update={"status": finished, "plan": None, "stats": merged})
     records.put_session(ctx.store, done)
@@ -73,10 +76,18 @@ def _run_stage(
     return stats
 
 
-def commit_facts(ctx: MemoryContext, record: SessionRecord, drafts: list[DraftFact]) -> CommitStats:
-    """Verify each draft against the space, store it, and route it into events."""
+def commit_facts(
+    ctx: MemoryContext,
+    record: SessionRecord,
+    drafts: list[DraftFact],
+    extraction: dict[str, int] | None = None,
+) -> CommitStats:
+    """Verify each draft against the space, store it, and route it into events.
+    `extraction` is what extracting the drafts cost (model calls and tokens), so the
+    session's counts cover every stage."""
 
     def build(index: SpaceIndex, changes: Changes, stats: CommitStats) -> None:
+        stats.add_usage(extraction or {})
         stats.turns = len(record.session.turns)
         stats.facts_in = len(drafts)
         touched: set[str] = set()

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from common.errors import SessionConflict
+from common.llm import usage
 from common.memory.changes import CommitStats
 from common.memory.commit import commit_facts, profile_batch, resume
 from common.memory.context import MemoryContext
@@ -63,8 +64,9 @@ def ingest_session(
         return IngestOutcome(session.session_id, "unchanged", CommitStats())
     stats = CommitStats()
     if record.status in ("accepted", "committing"):
-        drafts = draft_in_chunks(ctx, tenant, space, session)
-        stats.add(commit_facts(ctx, record, drafts))
+        with usage.metered() as extraction:
+            drafts = draft_in_chunks(ctx, tenant, space, session)
+        stats.add(commit_facts(ctx, record, drafts, extraction.as_counts()))
     stats.add(profile_batch(ctx, record))
     note_participants(ctx, tenant, space, session)
     return IngestOutcome(session.session_id, "committed", stats)

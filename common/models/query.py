@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import date
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from common.llm.contracts import QueryIntent
 from common.models.memory import FactTime
@@ -40,6 +40,9 @@ class SearchResponse(BaseModel):
     profiles: list[ProfileHit]
     events: list[EventHit]
     timings_ms: dict[str, float]
+    llm_usage: dict[str, int] = Field(
+        default_factory=dict, description="model calls and tokens: `llm.<stage>.<what>`"
+    )
 
 
 class AskResponse(SearchResponse):

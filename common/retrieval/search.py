@@ -12,6 +12,7 @@ from typing import Literal
 import numpy as np
 
 from common.errors import InvalidInput
+from common.llm import usage
 from common.llm.contracts import Answer, EvidenceItem, QueryIntent
 from common.memory.context import MemoryContext
 from common.models.memory import Event, Fact, Profile, ProfileVersion
@@ -40,6 +41,7 @@ class SearchResult:
     profiles: list[tuple[Profile, Profile | ProfileVersion]] = field(default_factory=list)
     events: list[tuple[Event, float]] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
+    llm_usage: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -170,7 +172,8 @@ def search(
     space_record = records.require_space(ctx.store, tenant, space)
     index = ctx.index(tenant, space)
     now = now or datetime.now(UTC).replace(tzinfo=None)
-    intent = ctx.backend.query_intent(question, space_record.participants, now)
+    with usage.metered() as used:
+        intent = ctx.backend.query_intent(question, space_record.participants, now)
     clock.lap("intent")
     vector = ctx.embedder.encode([question])[0]
     clock.lap("embedding")
@@ -200,7 +203,7 @@ def search(
     if intent.needs_profile and mode not in ("flat", "no-profile"):
         profiles = top_profiles(ctx, tenant, space, intent, vector, now.date())
         clock.lap("profiles")
-    return SearchResult(question, intent, hits, profiles, events, clock.done())
+    return SearchResult(question, intent, hits, profiles, events, clock.done(), used.as_counts())
 
 
 def top_profiles(
@@ -241,12 +244,14 @@ def ask(
     mode: RecallMode | None = None,
 ) -> AskResult:
     """Search, then an answer from the configured backend with its evidence."""
-    result = search(ctx, tenant, space, question, k=k, now=now, mode=mode)
-    evidence = [
-        EvidenceItem(fact_id=h.fact.id, text=h.fact.text, score=h.score, time=h.fact.time)
-        for h in result.hits
-    ]
-    answer = ctx.backend.answer(question, result.intent, evidence)
+    with usage.metered() as used:
+        result = search(ctx, tenant, space, question, k=k, now=now, mode=mode)
+        evidence = [
+            EvidenceItem(fact_id=h.fact.id, text=h.fact.text, score=h.score, time=h.fact.time)
+            for h in result.hits
+        ]
+        answer = ctx.backend.answer(question, result.intent, evidence)
+    result.llm_usage = used.as_counts()  # intent and answer
     return AskResult(search=result, answer=answer)
 
 
@@ -273,6 +278,7 @@ def search_response(result: SearchResult) -> SearchResponse:
         ],
         events=[EventHit(event_id=e.id, summary=e.summary, score=s) for e, s in result.events],
         timings_ms=result.timings_ms,
+        llm_usage=result.llm_usage,
     )
 
 

@@ -117,3 +117,26 @@ def test_answer_scores() -> None:
     # shorter than the reference: brevity penalty exp(1 - 2/1)
     assert bleu1("miso", "miso cat") == pytest.approx(np.exp(-1.0))
     assert percentiles([]) == {"p50": 0.0, "p95": 0.0, "max": 0.0}
+
+
+def test_llm_summary_totals_and_rates() -> None:
+    from workers.bench.locomo import llm_summary
+
+    counts = {
+        "llm.extract.calls": 6,
+        "llm.extract.prompt_tokens": 1200,
+        "llm.extract.completion_tokens": 300,
+        "llm.extract.skipped": 2,
+        "llm.verify.calls": 2,
+        "llm.verify.prompt_tokens": 400,
+        "llm.verify.completion_tokens": 20,
+        "llm.prompt_tokens": 1600,  # totals are recomputed, not double counted
+    }
+    out = llm_summary(counts, 4, "per_turn")
+    assert out is not None
+    assert out["total"] == {
+        "calls": 8, "skipped": 2, "prompt_tokens": 1600, "completion_tokens": 320,
+    }  # fmt: skip
+    assert out["per_turn"]["calls"] == 2.0 and out["per_turn"]["prompt_tokens"] == 400.0
+    assert out["by_stage"]["verify"]["calls"] == 2
+    assert llm_summary({"llm.verify.skipped": 3}, 4, "per_turn") is None  # no model called

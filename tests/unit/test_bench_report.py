@@ -113,3 +113,37 @@ def test_write_report(two_files: list[Path], tmp_path: Path) -> None:
     assert png_path.name == "recall_by_category.png"
     assert "paper AtomMem (full)" in md_path.read_text(encoding="utf-8")
     assert png_path.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_answers_and_llm_usage_are_reported_when_present() -> None:
+    answered = result("full", 60.0)
+    answered["summary"]["multi_hop"].update(f1=12.5, bleu1=8.25, judge=40.0)
+    answered["summary"]["overall"].update(f1=10.0, bleu1=7.0, judge=30.0)
+    answered["ingest"]["llm"] = {
+        "per_turn": {
+            "calls": 2.5,
+            "skipped": 1.25,
+            "prompt_tokens": 900.0,
+            "completion_tokens": 80.0,
+        }
+    }
+    answered["llm_per_question"] = {
+        "per_question": {
+            "calls": 2.0,
+            "skipped": 0.0,
+            "prompt_tokens": 700.0,
+            "completion_tokens": 30.0,
+        }
+    }
+    text = render_markdown([answered, result("flat", 50.0)])
+    assert "## Answers (%)" in text
+    assert "| full | F1 | — | 12.50 | — | — | 10.00 |" in text
+    assert "| full | J | — | 40.00 | — | — | 30.00 |" in text
+    assert "| full | ingest, per turn | 2.50 | 1.25 | 900.00 | 80.00 |" in text
+    assert "| full | queries, per question | 2.00 | 0.00 | 700.00 | 30.00 |" in text
+    assert "flat | F1" not in text  # a result without answers adds no rows
+
+
+def test_no_answer_or_llm_sections_without_them() -> None:
+    text = render_markdown([result("full", 60.0)])
+    assert "## Answers" not in text and "## LLM calls" not in text

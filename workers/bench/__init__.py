@@ -9,14 +9,16 @@ from typing import Any
 from tqdm import tqdm
 
 from common.errors import InvalidInput
+from common.memory.changes import CommitStats
 from common.models.session import SessionInput
 
 
 def ingest_jobs(
     client: Any, tenant: str, items: Sequence[tuple[str, SessionInput]], desc: str, quiet: bool
-) -> float:
+) -> tuple[float, CommitStats]:
     """Submit sessions as production does, wait for every job with a progress bar, and
-    return the seconds it took; any failed job stops the benchmark with its reason."""
+    return the seconds it took and the jobs' summed counts (model calls and tokens
+    included); any failed job stops the benchmark with its reason."""
     started = time.perf_counter()
     jobs = client.submit_many(tenant, items)
     bar = tqdm(total=len(jobs), desc=desc, unit="session", disable=quiet)
@@ -30,4 +32,7 @@ def ingest_jobs(
         raise InvalidInput(
             f"{len(failed)} ingest jobs failed, first: {failed[0].job_id}: {failed[0].reason}"
         )
-    return seconds
+    total = CommitStats()
+    for job in done:
+        total.add(CommitStats.from_counts(job.counts))
+    return seconds, total

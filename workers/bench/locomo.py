@@ -21,6 +21,7 @@ from tqdm import tqdm
 from common.bench.metrics import CATEGORIES, bleu1, f1, percentiles, recall_at_k
 from common.errors import InvalidInput
 from common.inputs.formats import SpaceInput, load_json, read_sessions
+from common.llm import usage
 from common.models.session import Turn
 from common.store import records
 from common.store.qdrant import Kind
@@ -89,14 +90,33 @@ def ingest(
             )
     for conv in conversations:
         records.create_space(store, tenant, conv.name)
-    seconds = ingest_jobs(
+    seconds, spent = ingest_jobs(
         client,
         tenant,
         [(conv.name, s) for conv in conversations for s in conv.sessions.sessions],
         "ingest",
         quiet,
     )
-    return counts(store, tenant, conversations, seconds)
+    out = counts(store, tenant, conversations, seconds)
+    out["turns"] = spent.turns
+    out["llm"] = llm_summary(spent.llm_usage, spent.turns, "per_turn")
+    return out
+
+
+def llm_summary(counts: dict[str, int], n: int, per: str) -> dict[str, Any] | None:
+    """Model calls and tokens by stage, in total and per turn (or per question); None for
+    the `rules` backend, which calls no model."""
+    spent = usage.Usage.from_counts(counts)
+    if not spent.total("calls"):
+        return None
+    keys = ("calls", "skipped", "prompt_tokens", "completion_tokens")
+    by_stage = {stage: dict(c) for stage, c in sorted(spent.stages.items())}
+    totals = {key: spent.total(key) for key in keys}
+    return {
+        "by_stage": by_stage,
+        "total": totals,
+        per: {key: round(value / n, 3) if n else None for key, value in totals.items()},
+    }
 
 
 def counts(
@@ -127,8 +147,10 @@ def run_memory_variant(
     k: int,
     answer: bool,
     quiet: bool,
+    judge: Callable[[str, str, str], bool] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
-    """Every question through the query worker in `variant` mode."""
+    """Every question through the query worker in `variant` mode; with `judge`, each answer
+    is also graded by the LLM judge (its calls are the benchmark's, not the system's)."""
     rows: list[dict[str, Any]] = []
     stages: dict[str, list[float]] = {}
     total = sum(len(c.questions) for c in conversations)
@@ -154,7 +176,12 @@ def run_memory_variant(
                 }
                 for h in response["hits"]
             ]
-            rows.append(_row(conv, index, qa, retrieved, k, response.get("answer")))
+            row = _row(conv, index, qa, retrieved, k, response.get("answer"))
+            if response.get("llm_usage"):
+                row["llm_usage"] = response["llm_usage"]
+            if judge is not None and "answer" in row:
+                row["judge"] = int(judge(qa["question"], row["reference"], row["answer"]))
+            rows.append(row)
             bar.update()
     bar.close()
     return rows, stages
@@ -230,7 +257,8 @@ def _row(
 
 
 def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | int | None]]:
-    """Recall@k (in %) and question counts per category and overall; F1/BLEU-1 if answered."""
+    """Recall@k (in %) and question counts per category and overall; F1, BLEU-1 and the
+    judge's share correct (J) when answered."""
     groups: dict[str, list[dict[str, Any]]] = {name: [] for name in CATEGORIES.values()}
     for row in rows:
         groups[CATEGORIES[row["category"]]].append(row)
@@ -238,7 +266,7 @@ def summarize(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float | int
     out: dict[str, dict[str, float | int | None]] = {}
     for name, members in groups.items():
         entry: dict[str, float | int | None] = {"questions": len(members), "recall": None}
-        for metric in ("recall", "f1", "bleu1"):
+        for metric in ("recall", "f1", "bleu1", "judge"):
             values = [m[metric] for m in members if metric in m]
             if values:
                 entry[metric] = round(100 * sum(values) / len(values), 2)
@@ -258,6 +286,9 @@ def result_document(
     """One variant's result file."""
     order = [*STAGES, "through_query_worker"]
     latency = {name: percentiles(stages[name]) for name in order if name in stages}
+    spent = usage.Usage()
+    for row in rows:
+        spent.merge(usage.Usage.from_counts(row.get("llm_usage", {})))
     return {
         "benchmark": "locomo",
         "variant": variant,
@@ -266,6 +297,7 @@ def result_document(
         "summary": summarize(rows),
         "latency_ms": latency,
         "ingest": ingest_stats,
+        "llm_per_question": llm_summary(spent.as_counts(), len(rows), "per_question"),
         "settings": settings,
         "questions": rows,
     }

@@ -133,7 +133,8 @@ def run_size(
         raise InvalidInput(f"space {space!r} already exists: use a fresh --data-dir")
     records.create_space(store, tenant, space)
     sessions = synthetic_sessions(size, seed)
-    seconds = ingest_jobs(client, tenant, [(space, s) for s in sessions], f"ingest {size}", quiet)
+    items = [(space, s) for s in sessions]
+    seconds, _ = ingest_jobs(client, tenant, items, f"ingest {size}", quiet)
     stored = store.count(Kind.FACTS, tenant, space)
     questions = synthetic_questions(queries, seed)
     client.search(tenant, space, questions[0])  # load the space index once

@@ -1,0 +1,96 @@
+"""Token accounting: model calls and tokens per stage, gathered by whoever opens a meter.
+
+A job's extract chunk, a commit stage, or a question opens `metered()`; every model call
+made in that thread while it is open is counted in it, by stage. Calls a skip rule saved
+are counted too, so a job shows what it spent and what it did not have to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+PREFIX = "llm."
+
+
+@dataclass
+class Usage:
+    """Per stage: calls made, prompt and completion tokens, calls saved by a skip rule."""
+
+    stages: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def _stage(self, stage: str) -> dict[str, int]:
+        return self.stages.setdefault(
+            stage, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "skipped": 0}
+        )
+
+    def record(self, stage: str, prompt_tokens: int, completion_tokens: int) -> None:
+        s = self._stage(stage)
+        s["calls"] += 1
+        s["prompt_tokens"] += prompt_tokens
+        s["completion_tokens"] += completion_tokens
+
+    def skipped(self, stage: str, n: int = 1) -> None:
+        self._stage(stage)["skipped"] += n
+
+    def merge(self, other: Usage) -> None:
+        for stage, counts in other.stages.items():
+            mine = self._stage(stage)
+            for key, value in counts.items():
+                mine[key] = mine.get(key, 0) + value
+
+    def total(self, key: str) -> int:
+        return sum(counts.get(key, 0) for counts in self.stages.values())
+
+    def as_counts(self) -> dict[str, int]:
+        """Flat counts for a job: `llm.<stage>.<what>` plus the totals."""
+        out = {
+            f"{PREFIX}{stage}.{key}": value
+            for stage, counts in sorted(self.stages.items())
+            for key, value in counts.items()
+        }
+        if self.stages:
+            for key in ("prompt_tokens", "completion_tokens"):
+                out[f"{PREFIX}{key}"] = self.total(key)
+        return out
+
+    @classmethod
+    def from_counts(cls, counts: Mapping[str, int]) -> Usage:
+        usage = cls()
+        for name, value in counts.items():
+            parts = name.split(".")
+            if len(parts) == 3 and parts[0] + "." == PREFIX:
+                usage._stage(parts[1])[parts[2]] = int(value)
+        return usage
+
+
+_CURRENT: ContextVar[Usage | None] = ContextVar("atommem_llm_usage", default=None)
+
+
+@contextmanager
+def metered() -> Iterator[Usage]:
+    """Count the model calls made in this thread until the block ends (meters nest: an
+    inner meter's calls also reach the outer one when it closes)."""
+    outer = _CURRENT.get()
+    usage = Usage()
+    token = _CURRENT.set(usage)
+    try:
+        yield usage
+    finally:
+        _CURRENT.reset(token)
+        if outer is not None:
+            outer.merge(usage)
+
+
+def record(stage: str, prompt_tokens: int, completion_tokens: int) -> None:
+    usage = _CURRENT.get()
+    if usage is not None:
+        usage.record(stage, prompt_tokens, completion_tokens)
+
+
+def skipped(stage: str, n: int = 1) -> None:
+    usage = _CURRENT.get()
+    if usage is not None:
+        usage.skipped(stage, n)
