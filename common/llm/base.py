@@ -13,6 +13,7 @@ from common.llm.contracts import (
     ExtractionWindow,
     FactMetadata,
     FactView,
+    MetadataGroup,
     ProfileCandidate,
     ProfileDecision,
     ProfileView,
@@ -30,10 +31,18 @@ class LLMBackend(Protocol):
         """Self-contained third-person facts from the window's turns."""
         ...
 
+    def extract_facts_batch(self, windows: list[ExtractionWindow]) -> list[list[ExtractedFact]]:
+        """`extract_facts` for every window of a task at once (one batch on a GPU)."""
+        ...
+
     def fact_metadata(
         self, texts: list[str], speaker: str, participants: list[str], said_at: datetime
     ) -> list[FactMetadata]:
         """Participants, keywords, anchored time and a profile flag for each fact."""
+        ...
+
+    def fact_metadata_batch(self, groups: list[MetadataGroup]) -> list[list[FactMetadata]]:
+        """`fact_metadata` for several speakers' facts at once."""
         ...
 
     def verify(self, new: FactView, candidates: list[FactView]) -> VerifyDecision:
@@ -46,6 +55,12 @@ class LLMBackend(Protocol):
 
     def summarize_event(self, facts: list[FactView], previous: EventSummary | None) -> EventSummary:
         """Summary and keywords of an event from its member facts."""
+        ...
+
+    def summarize_events(
+        self, items: list[tuple[list[FactView], EventSummary | None]]
+    ) -> list[EventSummary]:
+        """`summarize_event` for independent events at once."""
         ...
 
     def profile_candidates(self, facts: list[FactView]) -> list[ProfileCandidate]:

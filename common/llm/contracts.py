@@ -26,6 +26,15 @@ class ExtractedFact(BaseModel):
     turn_ids: list[str] = Field(min_length=1)
 
 
+class MetadataGroup(BaseModel):
+    """Facts of one speaker in one chunk: their metadata is asked for together."""
+
+    texts: list[str]
+    speaker: str
+    participants: list[str]
+    said_at: datetime
+
+
 class FactMetadata(BaseModel):
     participants: list[str]
     keywords: list[str]

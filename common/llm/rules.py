@@ -20,6 +20,7 @@ from common.llm.contracts import (
     FactMetadata,
     FactUpdate,
     FactView,
+    MetadataGroup,
     ProfileCandidate,
     ProfileDecision,
     ProfileView,
@@ -272,6 +273,12 @@ class RulesBackend:
                 facts.append(ExtractedFact(text=text, turn_ids=[turn.id]))
         return facts
 
+    def extract_facts_batch(self, windows: list[ExtractionWindow]) -> list[list[ExtractedFact]]:
+        return [self.extract_facts(w) for w in windows]
+
+    def fact_metadata_batch(self, groups: list[MetadataGroup]) -> list[list[FactMetadata]]:
+        return [self.fact_metadata(g.texts, g.speaker, g.participants, g.said_at) for g in groups]
+
     def fact_metadata(
         self, texts: list[str], speaker: str, participants: list[str], said_at: datetime
     ) -> list[FactMetadata]:
@@ -332,6 +339,11 @@ class RulesBackend:
         keywords = sorted(counts, key=lambda kw: (-counts[kw], first_seen[kw]))
         return EventSummary(summary=summary, keywords=keywords[: self._memory.max_keywords + 1])
 
+    def summarize_events(
+        self, items: list[tuple[list[FactView], EventSummary | None]]
+    ) -> list[EventSummary]:
+        return [self.summarize_event(facts, previous) for facts, previous in items]
+
     # --- profiles ---------------------------------------------------------------------------
 
     def profile_candidates(self, facts: list[FactView]) -> list[ProfileCandidate]:
@@ -340,18 +352,13 @@ class RulesBackend:
             subject = _subject(fact.text, fact.participants)
             if subject is None or aspect_of(fact.text) is None:
                 continue
-            span = fact.time.event
-            said = fact.time.session
-            valid_from = said
-            if span is not None and span.start <= said.date():
-                valid_from = datetime.combine(span.start, datetime.min.time())
             out.append(
                 ProfileCandidate(
                     person=subject,
                     content=fact.text,
                     keywords=fact.keywords,
                     fact_id=fact.id,
-                    valid_from=valid_from,
+                    valid_from=fact.time.trait_start(),
                 )
             )
         return out

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from common.llm.contracts import EventSummary
+from common.llm import usage
+from common.llm.contracts import EventSummary, FactView
 from common.memory.changes import Changes, CommitStats
 from common.memory.context import MemoryContext
 from common.memory.verify import view
@@ -57,8 +58,9 @@ def route_event(
         k=ctx.settings.memory.event_candidate_top_k,
         exclude={fact.id},
     )
-    if not similar:
+    if not similar and ctx.settings.llm.skip_rules:
         stats.llm_calls_skipped += 1
+        usage.skipped("event_link")
         return set()  # no candidate: the fact stands alone
     stats.llm_calls += 1
     picked = set(
@@ -112,19 +114,19 @@ def refresh_events(
     """Re-summarise changed events and embed the summaries that changed, in one batch."""
     if not event_ids:
         return
-    ordered = sorted(event_ids)
-    events: list[Event] = []
-    for eid in ordered:
-        event = index.events.get(eid)
+    ordered = [index.events.get(eid) for eid in sorted(event_ids)]
+    asks: list[tuple[list[FactView], EventSummary | None]] = []
+    for event in ordered:
         members = [view(index.facts.get(fid)) for fid in event.fact_ids if fid in index.facts]
         previous = None
         if len(members) > 2:
             previous = EventSummary(summary=event.summary, keywords=event.keywords)
-        stats.llm_calls += 1
-        summary = ctx.backend.summarize_event(members, previous)
-        events.append(
-            event.model_copy(update={"summary": summary.summary, "keywords": summary.keywords})
-        )
+        asks.append((members, previous))
+    stats.llm_calls += len(asks)
+    events = [
+        event.model_copy(update={"summary": summary.summary, "keywords": summary.keywords})
+        for event, summary in zip(ordered, ctx.backend.summarize_events(asks), strict=True)
+    ]
     # An unchanged summary keeps its vector: only new texts go to the embedder.
     changed = [e for e in events if e.summary != index.events.get(e.id).summary]
     vectors = ctx.embedder.encode([e.summary for e in changed]) if changed else []

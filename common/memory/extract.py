@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from common.llm.contracts import ExtractedFact, ExtractionWindow, FactMetadata
+from common.llm import usage
+from common.llm.contracts import ExtractedFact, ExtractionWindow, FactMetadata, MetadataGroup
 from common.memory.context import MemoryContext
 from common.models import ids
 from common.models.drafts import DraftFact
 from common.models.session import SessionInput
+from common.text.keywords import extract_keywords
 
 
 def chunks(session: SessionInput, size: int, context_k: int) -> list[tuple[SessionInput, int]]:
@@ -51,10 +53,15 @@ def extracted_facts(
             for text in (turn.facts or [])
             if text.strip()
         ]
-    facts: list[ExtractedFact] = []
-    for window in windows(session, ctx.settings.memory.context_window_k, skip):
-        facts.extend(ctx.backend.extract_facts(window))
-    return facts
+    todo = windows(session, ctx.settings.memory.context_window_k, skip)
+    if ctx.settings.llm.skip_rules:
+        # A turn with no content word ("Thanks!", "Haha, yes") states nothing to extract.
+        names = session.participants
+        kept = [w for w in todo if any(extract_keywords(t.text, names) for t in w.turns)]
+        usage.skipped("extract", len(todo) - len(kept))
+        todo = kept
+    batches = ctx.backend.extract_facts_batch(todo)
+    return [fact for batch in batches for fact in batch]
 
 
 def draft_session(
@@ -72,14 +79,20 @@ def draft_session(
     by_speaker: dict[str, list[int]] = defaultdict(list)
     for i, fact in enumerate(facts):
         by_speaker[turns[fact.turn_ids[0]].speaker].append(i)
+    groups = [
+        MetadataGroup(
+            texts=[facts[i].text for i in members],
+            speaker=speaker,
+            participants=people,
+            said_at=session.started_at,
+        )
+        for speaker, members in by_speaker.items()
+    ]
     metadata: dict[int, FactMetadata] = {}
-    for speaker, members in by_speaker.items():
-        texts = [facts[i].text for i in members]
-        for i, meta in zip(
-            members,
-            ctx.backend.fact_metadata(texts, speaker, people, session.started_at),
-            strict=True,
-        ):
+    for members, metas in zip(
+        by_speaker.values(), ctx.backend.fact_metadata_batch(groups), strict=True
+    ):
+        for i, meta in zip(members, metas, strict=True):
             metadata[i] = meta
     vectors = ctx.embedder.encode([f.text for f in facts])
     per_turn: dict[str, int] = defaultdict(int)

@@ -6,6 +6,7 @@ from datetime import date, datetime
 
 import numpy as np
 
+from common.llm import usage
 from common.llm.contracts import ProfileCandidate, ProfileDecision, ProfileView
 from common.memory.changes import Changes, CommitStats
 from common.memory.context import MemoryContext
@@ -88,8 +89,10 @@ def run_profile_batch(
     """Turn every pending profile candidate of the space into profile changes."""
     cfg = ctx.settings.memory
     pending = [f for f in index.facts.items() if f.profile_pending]
-    if not pending:
+    skip = ctx.settings.llm.skip_rules
+    if not pending and skip:
         stats.llm_calls_skipped += 1
+        usage.skipped("profile_extract")
         return
     stats.llm_calls += 1
     candidates = ctx.backend.profile_candidates([view(f) for f in pending])
@@ -100,11 +103,13 @@ def run_profile_batch(
             vector, cand.keywords, ctx.settings.similarity, mask, k=cfg.profile_top_k
         )
         decision: ProfileDecision
-        if ranked and ranked[0].cosine > cfg.profile_duplicate_threshold:
+        if skip and ranked and ranked[0].cosine > cfg.profile_duplicate_threshold:
             stats.llm_calls_skipped += 1
+            usage.skipped("profile_update")
             decision = ProfileDecision(action="redundant", profile_id=ranked[0].id)
-        elif not ranked or ranked[0].score < cfg.profile_min_score:
+        elif skip and (not ranked or ranked[0].score < cfg.profile_min_score):
             stats.llm_calls_skipped += 1
+            usage.skipped("profile_update")
             decision = ProfileDecision(action="create", content=cand.content)
         else:
             stats.llm_calls += 1

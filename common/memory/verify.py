@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from common.llm import usage
 from common.llm.contracts import FactView
 from common.memory.changes import Changes, CommitStats
 from common.memory.context import MemoryContext
@@ -51,8 +52,11 @@ def place_fact(
         vector, fact.keywords, ctx.settings.similarity, mask, k=cfg.conflict_top_k
     )
     close = [r for r in ranked if r.score > cfg.conflict_threshold][: cfg.conflict_top_k]
-    if not close:
+    if not ctx.settings.llm.skip_rules:
+        close = ranked[: cfg.conflict_top_k]  # the paper's way: always ask
+    elif not close:  # nothing close enough to repeat or contradict it: store as is
         stats.llm_calls_skipped += 1
+        usage.skipped("verify")
         return fact
     stats.llm_calls += 1
     decision = ctx.backend.verify(view(fact), [view(index.facts.get(r.id), r.score) for r in close])

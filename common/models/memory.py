@@ -32,6 +32,14 @@ class FactTime(BaseModel):
     event: TimeRange | None = None
     session: datetime
 
+    def trait_start(self) -> datetime:
+        """When a trait this fact states began: the start of its event when that lies in
+        the past of the session, else the moment it was said."""
+        span = self.event
+        if span is not None and span.start <= self.session.date():
+            return datetime.combine(span.start, datetime.min.time())
+        return self.session
+
     def effective(self) -> TimeRange:
         """The event interval if known, else the session day."""
         if self.event is not None:

@@ -1,0 +1,322 @@
+"""The LLM-driven backend: each stage's prompt, sent through a transport, parsed and validated.
+
+`openai` and `vllm` differ only in the transport of the `extractor` role (HTTP, or the
+in-process engine); everything else is here. Retries happen in one place, `_run`: a call
+that times out, is rate-limited, gets a 5xx, or returns output that does not parse into the
+stage's response model is tried again, up to `llm.max_attempts` in all, with doubling
+waits; after the last try an `LLMError` says which stage failed and why, and the job that
+made the call fails with that reason before anything of it is committed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from datetime import date, datetime
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from common.llm import usage
+from common.llm.contracts import (
+    Answer,
+    EventSummary,
+    EvidenceItem,
+    ExtractedFact,
+    ExtractionWindow,
+    FactMetadata,
+    FactUpdate,
+    FactView,
+    MetadataGroup,
+    ProfileCandidate,
+    ProfileDecision,
+    ProfileView,
+    QueryIntent,
+    VerifyDecision,
+)
+from common.llm.prompts import (
+    answer,
+    event_link,
+    event_summary,
+    extract,
+    intent,
+    judge,
+    metadata,
+    profile_extract,
+    profile_update,
+    verify,
+)
+from common.llm.transport import ChatRequest, Completion, LLMError, Transport
+from common.models.memory import TimeRange
+from common.settings import LLMSettings, MemorySettings
+from common.text.keywords import normalize_keywords
+from common.text.timeanchor import find_mentions
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.S)
+
+
+def decode(completion: Completion, model: type[M]) -> M:
+    """The completion's JSON as `model`; ValueError when it is cut off or malformed."""
+    if completion.finish_reason == "length":
+        raise ValueError("output cut off at max_tokens")
+    text = _FENCE.sub("", completion.text.strip())
+    return model.model_validate(json.loads(text, strict=False))
+
+
+def day_range(start: str, end: str) -> TimeRange | None:
+    """A model's YYYY-MM-DD pair as a range; None for empty or unparseable dates."""
+    try:
+        first = date.fromisoformat(start.strip())
+    except ValueError:
+        return None
+    try:
+        last = date.fromisoformat(end.strip()) if end.strip() else first
+    except ValueError:
+        last = first
+    return TimeRange(start=min(first, last), end=max(first, last))
+
+
+def _people(named: Sequence[str], known: Sequence[str]) -> list[str]:
+    """The named people that are known participants, spelled as the participant list does."""
+    by_lower = {p.lower(): p for p in known}
+    out: list[str] = []
+    for name in named:
+        match = by_lower.get(name.strip().lower())
+        if match is None:  # "Caroline Smith" or "caroline's" for "Caroline"
+            match = next((p for p in known if p.lower() in name.lower()), None)
+        if match is not None and match not in out:
+            out.append(match)
+    return out
+
+
+def _pick(number: int, items: Sequence[T]) -> T | None:
+    return items[number - 1] if 1 <= number <= len(items) else None
+
+
+class ModelBackend:
+    """Every stage of the paper through prompts; see `common/llm/prompts`."""
+
+    def __init__(
+        self,
+        name: str,
+        llm: LLMSettings,
+        memory: MemorySettings,
+        extractor: Transport,
+        general: Transport,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.name = name
+        self._llm = llm
+        self._memory = memory
+        self._extractor = extractor
+        self._general = general
+        self._sleep = sleep
+
+    # --- the one retry loop -----------------------------------------------------------------
+
+    def _run(
+        self,
+        transport: Transport,
+        requests: list[ChatRequest],
+        parse: Callable[[int, Completion], T],
+    ) -> list[T]:
+        """Send a batch; retry the calls that failed or returned invalid output."""
+        results: dict[int, T] = {}
+        errors: dict[int, str] = {}
+        pending = list(range(len(requests)))
+        for attempt in range(1, self._llm.max_attempts + 1):
+            completions = transport.complete([requests[i] for i in pending])
+            retry: list[int] = []
+            wait = self._llm.backoff_s * 2 ** (attempt - 1)
+            for i, done in zip(pending, completions, strict=True):
+                stage = requests[i].stage
+                if done.error is not None:
+                    if not done.retryable:
+                        raise LLMError(f"LLM stage {stage!r} failed: {done.error}")
+                    errors[i] = done.error
+                    wait = max(wait, done.retry_after or 0.0)
+                    retry.append(i)
+                    continue
+                usage.record(stage, done.prompt_tokens, done.completion_tokens)
+                try:
+                    results[i] = parse(i, done)
+                except (ValueError, ValidationError) as exc:
+                    errors[i] = f"invalid output: {str(exc).splitlines()[0][:200]}"
+                    retry.append(i)
+            pending = retry
+            if not pending:
+                return [results[i] for i in range(len(requests))]
+            if attempt < self._llm.max_attempts:
+                self._sleep(wait)
+        first = pending[0]
+        raise LLMError(
+            f"LLM stage {requests[first].stage!r} failed after {self._llm.max_attempts} "
+            f"tries: {errors[first]}"
+        )
+
+    def _one(self, transport: Transport, request: ChatRequest, model: type[M]) -> M:
+        return self._run(transport, [request], lambda _, done: decode(done, model))[0]
+
+    def _tokens(self) -> int:
+        return self._llm.max_tokens
+
+    # --- extraction ---------------------------------------------------------------------------
+
+    def extract_facts(self, window: ExtractionWindow) -> list[ExtractedFact]:
+        return self.extract_facts_batch([window])[0]
+
+    def extract_facts_batch(self, windows: list[ExtractionWindow]) -> list[list[ExtractedFact]]:
+        """Every window of a task in one batch (the vLLM engine generates them together)."""
+        if not windows:
+            return []
+        requests = [extract.request(w, self._tokens()) for w in windows]
+
+        def parse(i: int, done: Completion) -> list[ExtractedFact]:
+            turn_id = windows[i].turns[-1].id or ""
+            texts = decode(done, extract.Response).facts
+            return [ExtractedFact(text=t.strip(), turn_ids=[turn_id]) for t in texts if t.strip()]
+
+        return self._run(self._extractor, requests, parse)
+
+    def fact_metadata(
+        self, texts: list[str], speaker: str, participants: list[str], said_at: datetime
+    ) -> list[FactMetadata]:
+        group = MetadataGroup(
+            texts=texts, speaker=speaker, participants=participants, said_at=said_at
+        )
+        return self.fact_metadata_batch([group])[0]
+
+    def fact_metadata_batch(self, groups: list[MetadataGroup]) -> list[list[FactMetadata]]:
+        live = [g for g in groups if g.texts]
+        requests = [
+            metadata.request(g.texts, g.speaker, g.participants, g.said_at, self._tokens())
+            for g in live
+        ]
+
+        def parse(i: int, done: Completion) -> list[FactMetadata]:
+            group = live[i]
+            items = decode(done, metadata.Response).items
+            if len(items) != len(group.texts):
+                raise ValueError(f"{len(items)} metadata items for {len(group.texts)} facts")
+            pairs = zip(group.texts, items, strict=True)
+            return [self._metadata(text, item, group) for text, item in pairs]
+
+        parsed = iter(self._run(self._general, requests, parse))
+        return [next(parsed) if g.texts else [] for g in groups]
+
+    def _metadata(self, text: str, item: metadata.Item, group: MetadataGroup) -> FactMetadata:
+        span = day_range(item.start, item.end)
+        if span is None:  # the model named no usable date: the deterministic anchor may
+            mentions = find_mentions(text, group.said_at.date())
+            span = mentions[0].span if mentions else None
+        names = group.participants
+        return FactMetadata(
+            participants=_people(item.people, names) or [group.speaker],
+            keywords=normalize_keywords(item.keywords, names)[: self._memory.max_keywords],
+            event_time=span,
+            profile_worthy=item.lasting,
+        )
+
+    # --- verification and events ----------------------------------------------------------
+
+    def verify(self, new: FactView, candidates: list[FactView]) -> VerifyDecision:
+        request = verify.request(new, candidates, self._tokens())
+        out = self._one(self._general, request, verify.Response)
+        updates = []
+        for update in out.updates:
+            target = _pick(update.number, candidates)
+            if target is not None:
+                updates.append(FactUpdate(fact_id=target.id, text=update.text.strip()))
+        residual = out.residual.strip() or None
+        return VerifyDecision(store=out.store, residual=residual, updates=updates)
+
+    def link_event(self, new: FactView, similar: list[FactView]) -> list[str]:
+        request = event_link.request(new, similar, self._tokens())
+        out = self._one(self._general, request, event_link.Response)
+        picked = (_pick(n, similar) for n in out.same)
+        return list(dict.fromkeys(p.id for p in picked if p is not None))
+
+    def summarize_event(self, facts: list[FactView], previous: EventSummary | None) -> EventSummary:
+        return self.summarize_events([(facts, previous)])[0]
+
+    def summarize_events(
+        self, items: list[tuple[list[FactView], EventSummary | None]]
+    ) -> list[EventSummary]:
+        """Independent summaries, sent as one batch."""
+        requests = [event_summary.request(f, p, self._tokens()) for f, p in items]
+
+        def parse(i: int, done: Completion) -> EventSummary:
+            out = decode(done, event_summary.Response)
+            names = sorted({p for f in items[i][0] for p in f.participants})
+            keywords = normalize_keywords(out.keywords, names)
+            return EventSummary(summary=out.summary.strip(), keywords=keywords)
+
+        return self._run(self._general, requests, parse)
+
+    # --- profiles -------------------------------------------------------------------------
+
+    def profile_candidates(self, facts: list[FactView]) -> list[ProfileCandidate]:
+        request = profile_extract.request(facts, self._tokens())
+        out = self._one(self._general, request, profile_extract.Response)
+        candidates = []
+        for trait in out.traits:
+            fact = _pick(trait.number, facts)
+            if fact is None:
+                continue
+            person = _people([trait.person], fact.participants)
+            if not person:
+                continue
+            candidates.append(
+                ProfileCandidate(
+                    person=person[0],
+                    content=trait.trait.strip(),
+                    keywords=normalize_keywords(trait.keywords, fact.participants) or fact.keywords,
+                    fact_id=fact.id,
+                    valid_from=fact.time.trait_start(),
+                )
+            )
+        return candidates
+
+    def update_profile(
+        self, candidate: ProfileCandidate, existing: list[ProfileView]
+    ) -> ProfileDecision:
+        request = profile_update.request(candidate, existing, self._tokens())
+        out = self._one(self._general, request, profile_update.Response)
+        target = _pick(out.number, existing)
+        text = out.text.strip() or candidate.content
+        if out.action == "create" or target is None:
+            return ProfileDecision(action="create", content=candidate.content)
+        return ProfileDecision(action=out.action, profile_id=target.id, content=text)
+
+    # --- queries --------------------------------------------------------------------------
+
+    def query_intent(self, question: str, participants: list[str], now: datetime) -> QueryIntent:
+        request = intent.request(question, participants, now, self._tokens())
+        out = self._one(self._general, request, intent.Response)
+        return QueryIntent(
+            needs_profile=out.profile,
+            participants=_people(out.people, participants),
+            keywords=normalize_keywords([*out.keywords, question], participants),
+            time_range=day_range(out.start, out.end),
+            style=out.style,
+        )
+
+    def answer(self, question: str, intent: QueryIntent, evidence: list[EvidenceItem]) -> Answer:
+        if not evidence:
+            usage.skipped(answer.STAGE)
+            return Answer(text="Memory does not say: nothing relevant is stored.", fact_ids=[])
+        request = answer.request(question, intent.style, evidence, self._tokens())
+        out = self._one(self._general, request, answer.Response)
+        used = (_pick(n, evidence) for n in out.evidence)
+        return Answer(
+            text=out.answer.strip(),
+            fact_ids=list(dict.fromkeys(e.fact_id for e in used if e is not None)),
+        )
+
+    def judge(self, question: str, gold: str, generated: str) -> bool:
+        request = judge.request(question, gold, generated, self._tokens())
+        return self._one(self._general, request, judge.Response).verdict == "CORRECT"

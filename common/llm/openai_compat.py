@@ -1,0 +1,147 @@
+"""The OpenAI-compatible transport: OpenAI, vLLM's server, llama.cpp's server, and the like.
+
+Structured output is negotiated per endpoint. `json_schema` is OpenAI's form; some servers
+refuse it (llama.cpp's answers HTTP 500 "Input should be 'text' or 'json_object'") but
+enforce `{"type": "json_object", "schema": ...}` or a forced tool call with a grammar. In
+`auto` mode the first request tries the forms in that order, and the first one the server
+accepts is kept for the endpoint's lifetime. The openai client's own retries are off: the
+backend retries, once, for every cause.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import openai
+
+from common.llm.transport import ChatRequest, Completion
+from common.settings import LLMEndpoint, LLMSettings
+
+MODES = ("json_schema", "json_object", "tool")
+# Words a server's error uses when it refuses a structured-output form rather than failing.
+_REFUSAL_HINTS = ("response_format", "json_schema", "json_object", "tool_choice", "tools")
+
+
+def _refused(exc: openai.APIStatusError) -> bool:
+    if exc.status_code not in (400, 422, 500, 501):
+        return False
+    return any(hint in str(exc).lower() for hint in _REFUSAL_HINTS)
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    value = exc.response.headers.get("retry-after") if exc.response is not None else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+class OpenAITransport:
+    """One endpoint (role) of the `openai` backend; thread-safe, batches run concurrently."""
+
+    def __init__(self, endpoint: LLMEndpoint, llm: LLMSettings, role: str) -> None:
+        self.name = f"openai:{role}"
+        self._endpoint = endpoint
+        self._llm = llm
+        key = endpoint.api_key.get_secret_value() if endpoint.api_key else None
+        self._client = openai.OpenAI(
+            base_url=endpoint.base_url,
+            api_key=key or "unused",  # local servers take any key; OpenAI rejects this one
+            timeout=llm.timeout_s,
+            max_retries=0,
+        )
+        fixed = llm.structured_output
+        self._mode: str | None = None if fixed == "auto" else fixed
+        self._mode_lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=llm.concurrency, thread_name_prefix="llm")
+
+    @property
+    def mode(self) -> str | None:
+        """The structured-output form this endpoint accepted (None until the first call)."""
+        return self._mode
+
+    def complete(self, requests: list[ChatRequest]) -> list[Completion]:
+        if len(requests) == 1:
+            return [self._one(requests[0])]
+        return list(self._pool.map(self._one, requests))
+
+    def _one(self, request: ChatRequest) -> Completion:
+        modes = [self._mode] if self._mode else list(MODES)
+        first_error: Completion | None = None
+        for mode in modes:
+            try:
+                response = self._client.chat.completions.create(**self._arguments(request, mode))
+            except openai.APITimeoutError:
+                timeout = f"timed out after {self._llm.timeout_s:g} s"
+                return Completion(error=timeout, retryable=True)
+            except openai.APIConnectionError as exc:
+                return Completion(error=f"cannot reach {self._where()}: {exc}", retryable=True)
+            except openai.APIStatusError as exc:
+                failed = self._status_error(exc)
+                if self._mode is None and _refused(exc):
+                    first_error = first_error or failed
+                    continue  # this server does not take this form: try the next one
+                return failed
+            with self._mode_lock:
+                self._mode = self._mode or mode
+            return self._completion(response, mode)
+        assert first_error is not None
+        first_error.error = f"no structured-output form accepted ({first_error.error})"
+        first_error.retryable = False
+        return first_error
+
+    def _where(self) -> str:
+        return self._endpoint.base_url or "api.openai.com"
+
+    def _status_error(self, exc: openai.APIStatusError) -> Completion:
+        code = exc.status_code
+        retryable = code in (408, 409, 429) or code >= 500
+        return Completion(
+            error=f"HTTP {code} from {self._where()}: {exc.message}",
+            retryable=retryable,
+            retry_after=_retry_after(exc) if code == 429 else None,
+        )
+
+    def _arguments(self, request: ChatRequest, mode: str) -> dict[str, Any]:
+        args: dict[str, Any] = {
+            "model": self._endpoint.model,
+            "messages": request.messages,
+            "max_tokens": request.max_tokens,
+            "temperature": self._llm.temperature,
+        }
+        if self._llm.seed is not None:
+            args["seed"] = self._llm.seed
+        if mode == "json_schema":
+            args["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": request.schema_name, "schema": request.schema},
+            }
+        elif mode == "json_object":
+            args["response_format"] = {"type": "json_object", "schema": request.schema}
+        else:
+            args["tools"] = [
+                {
+                    "type": "function",
+                    "function": {"name": request.schema_name, "parameters": request.schema},
+                }
+            ]
+            args["tool_choice"] = {"type": "function", "function": {"name": request.schema_name}}
+        return args
+
+    @staticmethod
+    def _completion(response: Any, mode: str) -> Completion:
+        if not response.choices:
+            return Completion(error="the server returned no choices", retryable=True)
+        choice = response.choices[0]
+        text = choice.message.content or ""
+        if mode == "tool" and choice.message.tool_calls:
+            text = choice.message.tool_calls[0].function.arguments or ""
+        usage = response.usage
+        return Completion(
+            text=text,
+            prompt_tokens=(usage.prompt_tokens or 0) if usage else 0,
+            completion_tokens=(usage.completion_tokens or 0) if usage else 0,
+            finish_reason=choice.finish_reason,
+        )

@@ -1,0 +1,68 @@
+"""Prompts for every LLM stage, one module each, beside the pydantic model of its answer.
+
+Each module has a `VERSION` (bump it when the wording or the response model changes; it
+is recorded with the calls), a `Response` model, and a `request(...)` that renders the
+stage's inputs into a `ChatRequest`. Candidates are shown numbered from 1 and answers
+refer to those numbers, which small models get right far more often than long ids.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, StringConstraints
+
+from common.llm.transport import ChatRequest
+
+# Every string a model writes is bounded, so a looping small model hits the schema's limit
+# (enforced by grammar-constrained servers) instead of running into max_tokens.
+Name = Annotated[str, StringConstraints(max_length=60)]
+Keyword = Annotated[str, StringConstraints(max_length=40)]
+
+
+def json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON schema with every `$ref` inlined (some servers' grammars need it) and
+    every property required (defaults stay in the model, for validation)."""
+    raw = model.model_json_schema()
+    defs = raw.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return inline(defs[node["$ref"].rsplit("/", 1)[-1]])
+            out = {k: inline(v) for k, v in node.items() if k != "title"}
+            if "properties" in out:  # every key present: steadier output from small models
+                out["required"] = list(out["properties"])
+                out["additionalProperties"] = False
+            return out
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        return node
+
+    return inline(raw)
+
+
+def chat(
+    stage: str,
+    version: str,
+    system: str,
+    user: str,
+    model: type[BaseModel],
+    max_tokens: int,
+    schema: dict[str, Any] | None = None,
+) -> ChatRequest:
+    """A system + user request that asks for JSON matching `model` (or `schema`)."""
+    return ChatRequest(
+        stage=stage,
+        messages=[
+            {"role": "system", "content": system.strip() + "\nReply with one JSON object only."},
+            {"role": "user", "content": user.strip()},
+        ],
+        schema=schema or json_schema(model),
+        schema_name=f"{stage}_v{version}",
+        max_tokens=max_tokens,
+    )
+
+
+def numbered(lines: list[str]) -> str:
+    return "\n".join(f"{i}. {line}" for i, line in enumerate(lines, start=1)) or "(none)"
