@@ -188,7 +188,12 @@ def profile_stage(
             return Next.NOTHING
         record = resume(ctx, record)
         if record.status == "committed":
-            profile_batch(ctx, record)
+            try:
+                profile_batch(ctx, record)
+            except AtomMemError as exc:  # e.g. the model failed for good: nothing applied
+                reason = f"profile batch: {exc}"
+                fail_job(coord, tenant, space, session_id, record.job_id or "", reason)
+                return Next.DRAIN
         coord.unregister(tenant, space, session_id)
         coord.drop_chunks(tenant, space, session_id)
         coord.update_job(tenant, record.job_id or "", state="done", counts=record.stats)

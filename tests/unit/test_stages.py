@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from common.memory.stages import Next, drain_stage, parked_drafts
+from common.llm.transport import LLMError
+from common.memory.stages import Next, drain_stage, parked_drafts, profile_stage
 from common.models.jobs import Job
 from common.store import records
 from common.store.coordination import SqliteCoordinator
@@ -88,3 +89,29 @@ def test_drain_commits_the_head_once_its_last_chunk_is_parked(tmp_path: Path) ->
     after = coord.get_job("t", "j1")
     assert after is not None and after.state == "profiling"
     assert after.counts["facts_in"] == 2
+
+
+def test_a_failed_profile_batch_fails_the_job_and_frees_the_space(tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path)
+    ctx.settings.llm.skip_rules = False  # so the batch calls the backend with nothing pending
+
+    def broken(facts: list[object]) -> list[object]:
+        raise LLMError("LLM stage 'profile_extract' failed after 3 tries: HTTP 503")
+
+    ctx.backend.profile_candidates = broken  # type: ignore[method-assign,assignment]
+    records.put_session(ctx.store, REC.model_copy(update={"status": "committed", "job_id": "j1"}))
+    coord = SqliteCoordinator(tmp_path / "c.sqlite")
+    now = time.time()
+    job = Job(
+        job_id="j1", tenant="t", space="s", session_id="s1", state="profiling",
+        created_at=now, updated_at=now,
+    )  # fmt: skip
+    coord.put_job(job, "{}")
+    coord.register("t", "s", "s1", 0)
+    assert profile_stage(ctx, coord, "t", "s", "s1") == Next.DRAIN
+    after = coord.get_job("t", "j1")
+    assert after is not None and after.state == "failed"
+    assert after.reason is not None and "profile batch: LLM stage 'profile_extract'" in after.reason
+    assert coord.head("t", "s") is None  # the space moves on
+    stored = records.get_session(ctx.store, "t", "s", "s1")
+    assert stored is not None and stored.status == "committed"  # a retry resumes here
