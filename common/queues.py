@@ -17,18 +17,24 @@ class TaskName(StrEnum):
     ACCEPT = "atommem.ingest.accept"
     EXTRACT = "atommem.extract.window"
     DRAIN = "atommem.memory.drain"
+    ADMIN = "atommem.memory.admin"
     PROFILE = "atommem.profile.batch"
     SEARCH = "atommem.query.search"
     ASK = "atommem.query.ask"
+    READ = "atommem.query.read"
+    PING = "atommem.query.ping"
 
 
 TASK_QUEUE: dict[TaskName, Queue] = {
     TaskName.ACCEPT: Queue.INGEST,
     TaskName.EXTRACT: Queue.EXTRACT,
     TaskName.DRAIN: Queue.MEMORY,
+    TaskName.ADMIN: Queue.MEMORY,
     TaskName.PROFILE: Queue.PROFILE,
     TaskName.SEARCH: Queue.QUERY,
     TaskName.ASK: Queue.QUERY,
+    TaskName.READ: Queue.QUERY,
+    TaskName.PING: Queue.QUERY,
 }
 
 TASK_ROUTES: dict[str, dict[str, str]] = {

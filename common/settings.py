@@ -202,6 +202,21 @@ class LLMSettings(BaseModel):
     )
 
 
+class ApiSettings(BaseModel):
+    """The HTTP API: keys, request limits and per-tenant write rates."""
+
+    admin_key: SecretStr | None = Field(
+        default=None, description="the admin key (tenant and key management); unset disables"
+    )
+    max_body_bytes: int = Field(default=2_000_000, ge=1024)
+    max_turns: int = Field(default=2000, ge=1)
+    max_text_chars: int = Field(default=20_000, ge=1)
+    writes_per_minute: int = Field(default=600, ge=1, description="per tenant")
+    query_timeout_s: float = Field(default=60.0, gt=0)
+    admin_timeout_s: float = Field(default=300.0, gt=0)
+    ping_timeout_s: float = Field(default=5.0, gt=0)
+
+
 class Settings(BaseSettings):
     """All of AtomMem's configuration; env `ATOMMEM_SECTION__FIELD`."""
 
@@ -220,6 +235,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = LLMSettings()
     broker: BrokerSettings = BrokerSettings()
     pipeline: PipelineSettings = PipelineSettings()
+    api: ApiSettings = ApiSettings()
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

@@ -11,7 +11,9 @@ from celery.signals import worker_process_init
 from common.celery_config import celery_config
 from workers import runtime
 
-app = Celery("atommem", include=["workers.tasks.pipeline", "workers.tasks.query"])
+app = Celery(
+    "atommem", include=["workers.tasks.pipeline", "workers.tasks.query", "workers.tasks.admin"]
+)
 
 
 @app.on_configure.connect

@@ -8,16 +8,40 @@ from typing import Any
 
 from celery import Celery
 
-from common.errors import AtomMemError
+from common.errors import AtomMemError, Conflict, InvalidInput, NotFound
 from common.memory.stages import job_id_for
-from common.models.jobs import FINISHED, AcceptPayload, Job, ProfilePayload, QueryPayload
+from common.models.jobs import (
+    FINISHED,
+    AcceptPayload,
+    AdminOp,
+    AdminPayload,
+    Job,
+    ProfilePayload,
+    QueryPayload,
+    ReadPayload,
+    ReadWhat,
+    TaskPayload,
+)
 from common.models.session import SessionInput
 from common.queues import TaskName
 from common.store.coordination import Coordinator
 
 
-class JobNotFound(AtomMemError):
+class JobNotFound(NotFound):
     pass
+
+
+_KINDS: dict[str, type[AtomMemError]] = {
+    "not_found": NotFound,
+    "conflict": Conflict,
+    "invalid": InvalidInput,
+}
+
+
+def _raise_for(result: dict[str, Any]) -> None:
+    """A worker's {"error", "kind"} reply as the matching exception."""
+    if "error" in result:
+        raise _KINDS.get(str(result.get("kind")), AtomMemError)(str(result["error"]))
 
 
 class MemoryClient:
@@ -142,10 +166,7 @@ class MemoryClient:
         body = QueryPayload(
             enqueued_at=0.0, tenant=tenant, space=space, question=question, k=k, mode=mode
         )
-        result = self._send(name, body).get(timeout=timeout, interval=0.005)
-        if "error" in result:
-            raise AtomMemError(result["error"])
-        return dict(result)
+        return self._call(name, body, timeout)
 
     def search(
         self,
@@ -169,3 +190,54 @@ class MemoryClient:
         mode: str | None = None,
     ) -> dict[str, Any]:
         return self._query(TaskName.ASK, tenant, space, question, k, timeout, mode)
+
+    def _call(self, name: TaskName, body: TaskPayload, timeout: float) -> dict[str, Any]:
+        """Send a task and wait for its reply, then delete the reply from the result
+        backend: replies carry memory, and erased memory must not linger there."""
+        pending = self._send(name, body)
+        try:
+            result = pending.get(timeout=timeout, interval=0.005)
+        finally:
+            pending.forget()
+        _raise_for(result)
+        return dict(result)
+
+    def read(
+        self,
+        tenant: str,
+        what: ReadWhat,
+        space: str | None = None,
+        item_id: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        timeout: float = 60.0,
+    ) -> dict[str, Any]:
+        """Stored memory through the query queue: spaces, or a space's facts, events or
+        profiles (a page, or one by id with its history and provenance)."""
+        body = ReadPayload(
+            enqueued_at=0.0,
+            tenant=tenant,
+            what=what,
+            space=space,
+            item_id=item_id,
+            limit=limit,
+            offset=offset,
+        )
+        return self._call(TaskName.READ, body, timeout)
+
+    def admin(
+        self,
+        tenant: str,
+        space: str,
+        op: AdminOp,
+        item_id: str | None = None,
+        timeout: float = 300.0,
+    ) -> dict[str, Any]:
+        """Create a space, or erase a fact, a session's contribution or a whole space;
+        returns the space, or what was erased."""
+        body = AdminPayload(enqueued_at=0.0, tenant=tenant, space=space, op=op, item_id=item_id)
+        return self._call(TaskName.ADMIN, body, timeout)
+
+    def ping(self, timeout: float = 5.0) -> dict[str, Any]:
+        """Whether a query worker answers and reaches the store."""
+        return self._call(TaskName.PING, TaskPayload(enqueued_at=0.0), timeout)

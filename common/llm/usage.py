@@ -33,7 +33,8 @@ class Usage:
         s["completion_tokens"] += completion_tokens
 
     def skipped(self, stage: str, n: int = 1) -> None:
-        self._stage(stage)["skipped"] += n
+        if n:
+            self._stage(stage)["skipped"] += n
 
     def merge(self, other: Usage) -> None:
         for stage, counts in other.stages.items():

@@ -20,6 +20,7 @@ from common.memory.commit import commit_facts, profile_batch, profile_flush, res
 from common.memory.context import MemoryContext
 from common.memory.extract import chunks, draft_session
 from common.memory.ingest import accept, note_participants
+from common.models import ids
 from common.models.drafts import DraftFact
 from common.models.jobs import AcceptPayload, ExtractPayload
 from common.models.session import SessionInput
@@ -204,4 +205,4 @@ def profile_stage(
 
 def job_id_for(tenant: str, space: str, session: SessionInput) -> str:
     """Jobs are named by their session, so a resubmission is the same job."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"atommem/{tenant}/{space}/{session.session_id}"))
+    return ids.job_id(tenant, space, session.session_id)

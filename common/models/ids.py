@@ -39,3 +39,8 @@ def content_hash(payload: Any) -> str:
     """sha256 of a JSON-serialisable value with sorted keys."""
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def job_id(tenant: str, space: str, session_id: str) -> str:
+    """Jobs are named by their session, so a resubmission is the same job."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"atommem/{tenant}/{space}/{session_id}"))

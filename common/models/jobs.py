@@ -63,3 +63,29 @@ class QueryPayload(SpacePayload):
     question: str
     k: int | None = None
     mode: Literal["full", "flat", "no-graph", "no-profile"] | None = None
+
+
+ReadWhat = Literal["spaces", "space", "facts", "fact", "events", "event", "profiles", "profile"]
+
+
+class ReadPayload(TaskPayload):
+    """A read of stored memory through the query queue (the API never opens the store)."""
+
+    tenant: str
+    what: ReadWhat
+    space: str | None = None
+    item_id: str | None = None
+    limit: int = Field(default=100, ge=1, le=1000)
+    offset: int = Field(default=0, ge=0)
+
+
+AdminOp = Literal["create_space", "erase_space", "erase_session", "erase_fact"]
+
+
+class AdminPayload(TaskPayload):
+    """A write outside ingest, under the space's lock: create a space, or erase."""
+
+    tenant: str
+    space: str
+    op: AdminOp
+    item_id: str | None = None

@@ -34,6 +34,12 @@ class Coordinator(Protocol):
     def register(self, tenant: str, space: str, session_id: str, seq: int) -> None: ...
     def unregister(self, tenant: str, space: str, session_id: str) -> None: ...
     def head(self, tenant: str, space: str) -> str | None: ...
+    def pending(self, tenant: str, space: str) -> list[str]: ...
+    def delete_job(self, tenant: str, job_id: str) -> None: ...
+    def forget_space(self, tenant: str, space: str) -> None:
+        """Drop the space's sequence and version counter (after its erasure)."""
+        ...
+
     def put_chunk(self, tenant: str, space: str, session_id: str, chunk: int, data: str) -> int:
         """Park one extracted chunk; returns how many chunks of the session are parked."""
         ...
@@ -107,6 +113,18 @@ class RedisCoordinator:
     def head(self, tenant: str, space: str) -> str | None:
         first = self._r.zrange(keys.pending(tenant, space), 0, 0)
         return str(first[0]) if first else None
+
+    def pending(self, tenant: str, space: str) -> list[str]:
+        return [str(m) for m in self._r.zrange(keys.pending(tenant, space), 0, -1)]
+
+    def delete_job(self, tenant: str, job_id: str) -> None:
+        pipe = self._r.pipeline()
+        pipe.delete(keys.job(tenant, job_id), keys.job_payload(tenant, job_id))
+        pipe.srem(keys.OPEN_JOBS, f"{tenant}\x1f{job_id}")
+        pipe.execute()
+
+    def forget_space(self, tenant: str, space: str) -> None:
+        self._r.delete(keys.pending(tenant, space), keys.version(tenant, space))
 
     def put_chunk(self, tenant: str, space: str, session_id: str, chunk: int, data: str) -> int:
         key = keys.chunks(tenant, space, session_id)
@@ -235,6 +253,22 @@ class SqliteCoordinator:
             space,
         )
         return str(raw) if raw is not None else None
+
+    def pending(self, tenant: str, space: str) -> list[str]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT session_id FROM pending WHERE tenant=? AND space=? ORDER BY seq",
+                (tenant, space),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def delete_job(self, tenant: str, job_id: str) -> None:
+        self._run("DELETE FROM jobs WHERE tenant=? AND job_id=?", tenant, job_id)
+
+    def forget_space(self, tenant: str, space: str) -> None:
+        with self._lock:
+            for table in ("pending", "versions"):
+                self._db.execute(f"DELETE FROM {table} WHERE tenant=? AND space=?", (tenant, space))
 
     def put_chunk(self, tenant: str, space: str, session_id: str, chunk: int, data: str) -> int:
         with self._lock:

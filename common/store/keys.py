@@ -33,3 +33,24 @@ def version(tenant: str, space: str) -> str:
 
 def queue_wait(queue: str) -> str:
     return f"atommem:metrics:wait:{queue}"
+
+
+def api_key(digest: str) -> str:
+    """An API key's record, by the SHA-256 of the key (keys are never stored)."""
+    return f"atommem:apikey:{digest}"
+
+
+def tenant(name: str) -> str:
+    return f"atommem:tenant:{name}"
+
+
+TENANTS = "atommem:tenants"
+
+
+def tenant_keys(name: str) -> str:
+    """Hash: key id → digest of each of the tenant's keys."""
+    return f"atommem:tenantkeys:{name}"
+
+
+def write_rate(tenant_name: str, window: int) -> str:
+    return f"atommem:rate:{tenant_name}:{window}"

@@ -139,6 +139,14 @@ class QdrantStore:
                 self.name(kind), points_selector=models.FilterSelector(filter=selector)
             )
 
+    def delete_scope(self, kind: Kind, tenant: str, space: str) -> None:
+        """Delete every point of the tenant's space."""
+        with _LOCK:
+            self._client.delete(
+                self.name(kind),
+                points_selector=models.FilterSelector(filter=self._scope(tenant, space)),
+            )
+
     def scroll(
         self, kind: Kind, tenant: str, space: str | None, with_vectors: bool = False
     ) -> Iterator[Point]:

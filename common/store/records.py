@@ -73,3 +73,7 @@ def list_sessions(store: QdrantStore, tenant: str, space: str) -> list[SessionRe
         SessionRecord.model_validate(p.payload) for p in store.scroll(Kind.SESSIONS, tenant, space)
     ]
     return sorted(records, key=lambda r: r.seq)
+
+
+def delete_session(store: QdrantStore, tenant: str, space: str, session_id: str) -> None:
+    store.delete(Kind.SESSIONS, tenant, space, [ids.session_point_id(tenant, space, session_id)])

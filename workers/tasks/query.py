@@ -6,7 +6,7 @@ from typing import Any
 
 from celery import Task
 
-from common.errors import AtomMemError
+from common.errors import AtomMemError, failure
 from common.models.jobs import QueryPayload
 from common.queues import Queue, TaskName
 from common.retrieval.search import ask as ask_memory
@@ -27,7 +27,7 @@ def search(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     try:
         result = search_memory(runtime.context(), p.tenant, p.space, p.question, k=p.k, mode=p.mode)
     except AtomMemError as exc:
-        return {"error": str(exc)}
+        return failure(exc)
     return search_response(result).model_dump(mode="json")
 
 
@@ -39,5 +39,5 @@ def ask(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     try:
         result = ask_memory(runtime.context(), p.tenant, p.space, p.question, k=p.k, mode=p.mode)
     except AtomMemError as exc:
-        return {"error": str(exc)}
+        return failure(exc)
     return ask_response(result).model_dump(mode="json")

@@ -1,0 +1,40 @@
+"""Tenants and their API keys (admin key only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Path, Response, status
+
+from api.deps import Admin, ServicesDep
+from common.models.api import TENANT_NAME, TenantCreate
+
+router = APIRouter(prefix="/v1/admin/tenants", tags=["admin"])
+TenantName = Path(pattern=TENANT_NAME)
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+def create_tenant(body: TenantCreate, svc: ServicesDep, _: Admin) -> dict[str, Any]:
+    return svc.keys.create_tenant(body.name)
+
+
+@router.get("")
+def list_tenants(svc: ServicesDep, _: Admin) -> dict[str, Any]:
+    return {"items": svc.keys.tenants()}
+
+
+@router.post("/{tenant}/keys", status_code=status.HTTP_201_CREATED)
+def create_key(svc: ServicesDep, _: Admin, tenant: str = TenantName) -> dict[str, Any]:
+    """A new key for the tenant; `api_key` is shown this once and never stored."""
+    return svc.keys.create_key(tenant)
+
+
+@router.get("/{tenant}/keys")
+def list_keys(svc: ServicesDep, _: Admin, tenant: str = TenantName) -> dict[str, Any]:
+    return {"items": svc.keys.list_keys(tenant)}
+
+
+@router.delete("/{tenant}/keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT)
+def revoke_key(key_id: str, svc: ServicesDep, _: Admin, tenant: str = TenantName) -> Response:
+    svc.keys.revoke_key(tenant, key_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,38 @@
+"""Spaces: create, list, show, and erase with everything in them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, status
+
+from api.deps import ServicesDep, Tenant, WritingTenant
+from common.models.api import SpaceCreate
+
+router = APIRouter(prefix="/v1/spaces", tags=["spaces"])
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+def create_space(body: SpaceCreate, svc: ServicesDep, tenant: WritingTenant) -> dict[str, Any]:
+    """A new, empty space (409 if the name is taken)."""
+    return svc.client.admin(
+        tenant, body.name, "create_space", timeout=svc.settings.api.admin_timeout_s
+    )
+
+
+@router.get("")
+def list_spaces(svc: ServicesDep, tenant: Tenant) -> dict[str, Any]:
+    """The tenant's spaces with their counts."""
+    return svc.client.read(tenant, "spaces", timeout=svc.settings.api.query_timeout_s)
+
+
+@router.get("/{space}")
+def get_space(space: str, svc: ServicesDep, tenant: Tenant) -> dict[str, Any]:
+    return svc.client.read(tenant, "space", space, timeout=svc.settings.api.query_timeout_s)
+
+
+@router.delete("/{space}")
+def delete_space(space: str, svc: ServicesDep, tenant: WritingTenant) -> dict[str, Any]:
+    """Erase the space from every store: facts, events, profiles, raw sessions, jobs and
+    queue state; returns what was removed. 409 while sessions are still being ingested."""
+    return svc.client.admin(tenant, space, "erase_space", timeout=svc.settings.api.admin_timeout_s)

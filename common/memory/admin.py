@@ -1,0 +1,104 @@
+"""Reads of stored memory and writes outside ingest (create a space, erase), as the worker
+runs them for the API: the API never opens the store itself."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from common.errors import Conflict, NotFound
+from common.memory.context import MemoryContext
+from common.memory.erase import ErasureReport, erase_facts, erase_session, erase_space
+from common.models import ids
+from common.models.jobs import AdminPayload, ReadPayload
+from common.store import records
+from common.store.coordination import Coordinator
+from common.store.qdrant import Kind
+
+
+def read(ctx: MemoryContext, p: ReadPayload) -> dict[str, Any]:
+    """Spaces, or a space's facts, events or profiles (a page, or one with its history)."""
+    if p.what == "spaces":
+        spaces = records.list_spaces(ctx.store, p.tenant)
+        return {"items": [_space(ctx, p.tenant, s.space) for s in spaces]}
+    assert p.space is not None
+    records.require_space(ctx.store, p.tenant, p.space)
+    if p.what == "space":
+        return _space(ctx, p.tenant, p.space)
+    index = ctx.index(p.tenant, p.space)
+    kinds = {"fact": index.facts, "event": index.events, "profile": index.profiles}
+    single = p.what.rstrip("s")
+    items = kinds[single]
+    if p.what == single:
+        if p.item_id is None or p.item_id not in items:
+            raise NotFound(f"no {single} {p.item_id!r} in space {p.space!r}")
+        return items.get(p.item_id).model_dump(mode="json")
+    everything = sorted(items.items(), key=lambda r: r.id)
+    if single == "fact":
+        everything.sort(key=lambda f: (f.source.session_seq, f.source.positions, f.id))
+    page = everything[p.offset : p.offset + p.limit]
+    return {
+        "total": len(everything),
+        "offset": p.offset,
+        "items": [r.model_dump(mode="json") for r in page],
+    }
+
+
+def _space(ctx: MemoryContext, tenant: str, space: str) -> dict[str, Any]:
+    record = records.require_space(ctx.store, tenant, space)
+    counts = {
+        name: ctx.store.count(kind, tenant, space)
+        for name, kind in (
+            ("sessions", Kind.SESSIONS),
+            ("facts", Kind.FACTS),
+            ("events", Kind.EVENTS),
+            ("profiles", Kind.PROFILES),
+        )
+    }
+    return {
+        "name": record.space,
+        "created_at": record.created_at.isoformat(),
+        "participants": record.participants,
+        "counts": counts,
+    }
+
+
+def administer(ctx: MemoryContext, coord: Coordinator, p: AdminPayload) -> dict[str, Any]:
+    """Run one admin write; the caller holds the space's lock."""
+    if p.op == "create_space":
+        return _space(ctx, p.tenant, records.create_space(ctx.store, p.tenant, p.space).space)
+    records.require_space(ctx.store, p.tenant, p.space)
+    report = ErasureReport()
+    in_flight = coord.pending(p.tenant, p.space)
+    if p.op == "erase_fact":
+        assert p.item_id is not None
+        if p.item_id not in ctx.index(p.tenant, p.space).facts:
+            raise NotFound(f"no fact {p.item_id!r} in space {p.space!r}")
+        erase_facts(ctx, p.tenant, p.space, {p.item_id}, report)
+    elif p.op == "erase_session":
+        assert p.item_id is not None
+        if p.item_id in in_flight:
+            raise Conflict(
+                f"session {p.item_id!r} is still being ingested (job "
+                f"{ids.job_id(p.tenant, p.space, p.item_id)}); erase it once the job finishes"
+            )
+        if records.get_session(ctx.store, p.tenant, p.space, p.item_id) is None:
+            raise NotFound(f"no session {p.item_id!r} in space {p.space!r}")
+        erase_session(ctx, p.tenant, p.space, p.item_id, report)
+        _forget_jobs(coord, p.tenant, p.space, [p.item_id])
+    else:
+        if in_flight:
+            raise Conflict(
+                f"space {p.space!r} still has {len(in_flight)} sessions being ingested; "
+                "erase it once their jobs finish"
+            )
+        erase_space(ctx, p.tenant, p.space, report)
+        _forget_jobs(coord, p.tenant, p.space, report.sessions_deleted)
+        coord.forget_space(p.tenant, p.space)
+    return {"erased": report.as_dict()}
+
+
+def _forget_jobs(coord: Coordinator, tenant: str, space: str, session_ids: list[str]) -> None:
+    """Jobs hold the raw session they carried: erasure takes them too."""
+    for session_id in session_ids:
+        coord.drop_chunks(tenant, space, session_id)
+        coord.delete_job(tenant, ids.job_id(tenant, space, session_id))

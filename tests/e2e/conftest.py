@@ -1,0 +1,104 @@
+"""A running stack for end-to-end tests: a real Redis, a real `celery worker` process that
+owns the store, and the API under uvicorn on a loopback port; tests talk HTTP only."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from workers.launch import ROOT, WorkerProcess
+
+REDIS_URL = "redis://127.0.0.1:6379/12"
+ADMIN_KEY = "e2e-admin-key-0123456789"
+WRITES_PER_MINUTE = 60
+
+
+@dataclass
+class Stack:
+    url: str
+    env: dict[str, str]
+    data: Path
+    redis: redis.Redis
+    worker: WorkerProcess
+
+    def admin(self) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=120
+        )
+
+    def tenant(self, name: str) -> httpx.Client:
+        """A client holding a new key of a new tenant."""
+        with self.admin() as admin:
+            assert admin.post("/v1/admin/tenants", json={"name": name}).status_code == 201
+            key = admin.post(f"/v1/admin/tenants/{name}/keys").json()["api_key"]
+        return httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {key}"}, timeout=120
+        )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        client.ping()
+    except redis.ConnectionError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("Redis is not running on 127.0.0.1:6379 (required in CI)")
+        pytest.skip("Redis is not running on 127.0.0.1:6379")
+    client.flushdb()
+    data = tmp_path_factory.mktemp("stack")
+    env = dict(os.environ)
+    env.update(
+        {
+            "ATOMMEM_BROKER__URL": REDIS_URL,
+            "ATOMMEM_STORE__QDRANT_PATH": str(data / "qdrant"),
+            "ATOMMEM_API__ADMIN_KEY": ADMIN_KEY,
+            "ATOMMEM_API__WRITES_PER_MINUTE": str(WRITES_PER_MINUTE),
+            "ATOMMEM_API__MAX_BODY_BYTES": "200000",
+        }
+    )
+    worker = WorkerProcess(env, data / "worker.log", "ingest,extract,memory,profile,query")
+    port = _free_port()
+    api_log = (data / "api.log").open("wb")
+    api = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "--factory", "api.main:create_app",
+         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
+        cwd=ROOT, env=env, stdout=api_log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        worker.wait_ready()
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=10).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if api.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"api not ready:\n{(data / 'api.log').read_text()[-3000:]}")
+            time.sleep(0.3)
+        yield Stack(url=url, env=env, data=data, redis=client, worker=worker)
+    finally:
+        api.terminate()
+        api.wait(30)
+        api_log.close()
+        worker.stop()
+        client.flushdb()
+        client.close()

@@ -1,0 +1,167 @@
+"""Erasure on hand-built spaces (fake vectors, real store): what is deleted, what is rewritten,
+and that nothing of the erased content survives in any collection."""
+
+from __future__ import annotations
+
+import json
+from datetime import date, datetime
+from pathlib import Path
+
+from common.llm.contracts import FactUpdate, VerifyDecision
+from common.memory.commit import commit_facts
+from common.memory.context import MemoryContext
+from common.memory.erase import ErasureReport, erase_facts, erase_session, erase_space
+from common.models import ids
+from common.models.memory import Profile, ProfileVersion
+from common.models.session import SessionRecord
+from common.store import records
+from common.store.qdrant import Kind, Point
+from tests.helpers import ScriptedBackend, draft, make_ctx, session_record, unit
+
+WHEN = datetime(2024, 3, 1, 12, 0)
+
+
+def _commit(ctx: MemoryContext, rec: SessionRecord, texts: list[tuple[str, tuple[float, ...]]]):  # type: ignore[no-untyped-def]
+    records.put_session(ctx.store, rec)
+    drafts = [
+        draft(rec, t, unit(*v), [t.split()[1].lower()], ["Ann"], index=i)
+        for i, (t, v) in enumerate(texts)
+    ]
+    return commit_facts(ctx, rec, drafts)
+
+
+def _everything(ctx: MemoryContext) -> str:
+    """Every payload of the space, as one text to search."""
+    dump = []
+    for kind in (Kind.FACTS, Kind.EVENTS, Kind.PROFILES, Kind.SESSIONS, Kind.SPACES):
+        dump += [p.payload for p in ctx.store.scroll(kind, "t", "s")]
+    return json.dumps(dump)
+
+
+def _space_with_an_event(tmp_path: Path) -> MemoryContext:
+    ctx = make_ctx(tmp_path)
+    assert isinstance(ctx.backend, ScriptedBackend)
+    ctx.backend.links["Ann bought paint brushes."] = ["Ann paints landscapes."]
+    ctx.backend.links["Ann framed a painting."] = ["Ann paints landscapes."]
+    rec = session_record("s0", 0, WHEN, ["Ann"])
+    _commit(
+        ctx,
+        rec,
+        [
+            ("Ann paints landscapes.", (1, 0, 0, 0)),
+            ("Ann bought paint brushes.", (0.7, 0.7, 0, 0)),
+            ("Ann framed a painting.", (0.7, 0, 0.7, 0)),
+        ],
+    )
+    return ctx
+
+
+def test_erasing_a_fact_rewrites_its_event_without_it(tmp_path: Path) -> None:
+    ctx = _space_with_an_event(tmp_path)
+    index = ctx.index("t", "s")
+    (event,) = index.events.items()
+    assert "brushes" in event.summary
+    brushes = next(f for f in index.facts.items() if "brushes" in f.text)
+    report = ErasureReport()
+    erase_facts(ctx, "t", "s", {brushes.id}, report)
+    assert report.facts_deleted == [brushes.id]
+    assert report.events_rewritten == [event.id] and report.events_deleted == []
+    assert "brushes" not in _everything(ctx)
+    (after,) = ctx.index("t", "s").events.items()
+    assert brushes.id not in after.fact_ids and len(after.fact_ids) == 2
+    assert ctx.store.count(Kind.FACTS, "t", "s") == 2
+
+
+def test_an_event_left_empty_is_deleted_and_its_facts_forget_it(tmp_path: Path) -> None:
+    ctx = _space_with_an_event(tmp_path)
+    index = ctx.index("t", "s")
+    (event,) = index.events.items()
+    report = ErasureReport()
+    erase_facts(ctx, "t", "s", set(event.fact_ids), report)
+    assert report.events_deleted == [event.id]
+    assert ctx.store.count(Kind.EVENTS, "t", "s") == 0
+    assert ctx.store.count(Kind.FACTS, "t", "s") == 0
+    assert "paint" not in _everything(ctx)
+
+
+def test_erasing_a_session_undoes_its_update_and_provenance(tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path)
+    rec0 = session_record("s0", 0, WHEN, ["Ann"])
+    _commit(ctx, rec0, [("Ann lives in Boston.", (1, 0, 0, 0))])
+    old = next(iter(ctx.index("t", "s").facts.items()))
+    ctx.backend.verdicts["Ann lives in Denver."] = VerifyDecision(  # type: ignore[attr-defined]
+        store=False, updates=[FactUpdate(fact_id=old.id, text="Ann lives in Denver.")]
+    )
+    rec1 = session_record("s1", 1, datetime(2024, 6, 1), ["Ann"])
+    _commit(
+        ctx,
+        rec1,
+        [("Ann lives in Denver.", (0.8, 0.6, 0, 0)), ("Ann adopted a dog.", (0, 0, 1, 0))],
+    )
+    assert "Denver" in _everything(ctx)
+    report = ErasureReport()
+    erase_session(ctx, "t", "s", "s1", report)
+    facts = {f.text: f for f in ctx.index("t", "s").facts.items()}
+    assert set(facts) == {"Ann lives in Boston."}
+    kept = facts["Ann lives in Boston."]
+    assert kept.history == [] and kept.also_from == [] and kept.id == old.id
+    assert report.facts_rewritten == [old.id] and len(report.facts_deleted) == 1
+    assert report.sessions_deleted == ["s1"]
+    text = _everything(ctx)
+    assert "Denver" not in text and "dog" not in text and '"s1"' not in text
+    assert records.get_session(ctx.store, "t", "s", "s0") is not None
+
+
+def test_a_profile_falls_back_to_the_version_its_remaining_evidence_supports(
+    tmp_path: Path,
+) -> None:
+    ctx = make_ctx(tmp_path)
+    rec = session_record("s0", 0, WHEN, ["Ann"])
+    _commit(
+        ctx, rec, [("Ann lives in Boston.", (1, 0, 0, 0)), ("Ann lives in Denver.", (0, 1, 0, 0))]
+    )
+    by_text = {f.text: f.id for f in ctx.index("t", "s").facts.items()}
+    profile = Profile(
+        id=ids.profile_id("t", "s", "Ann", "home"),
+        tenant="t",
+        space="s",
+        person="Ann",
+        content="Ann lives in Denver.",
+        keywords=["lives"],
+        evidence_fact_ids=[by_text["Ann lives in Denver."]],
+        t_from=date(2024, 6, 1),
+        history=[
+            ProfileVersion(
+                content="Ann lives in Boston.",
+                keywords=["lives"],
+                evidence_fact_ids=[by_text["Ann lives in Boston."]],
+                t_from=date(2024, 1, 1),
+                t_to=date(2024, 6, 1),
+            )
+        ],
+    )
+    ctx.store.upsert(
+        Kind.PROFILES,
+        [Point(id=profile.id, payload=profile.model_dump(mode="json"), vector=unit(0, 1, 0, 0))],
+    )
+    ctx.indexes.drop("t", "s")
+    report = ErasureReport()
+    erase_facts(ctx, "t", "s", {by_text["Ann lives in Denver."]}, report)
+    (after,) = ctx.index("t", "s").profiles.items()
+    assert after.content == "Ann lives in Boston." and after.history == []
+    assert report.profiles_rewritten == [profile.id]
+    erase_facts(ctx, "t", "s", {by_text["Ann lives in Boston."]}, ErasureReport())
+    assert ctx.store.count(Kind.PROFILES, "t", "s") == 0
+    assert "lives" not in _everything(ctx)
+
+
+def test_erasing_a_space_leaves_no_point_and_spares_other_spaces(tmp_path: Path) -> None:
+    ctx = _space_with_an_event(tmp_path)
+    records.create_space(ctx.store, "t", "other")
+    report = ErasureReport()
+    erase_space(ctx, "t", "s", report)
+    assert len(report.facts_deleted) == 3 and len(report.events_deleted) == 1
+    assert report.sessions_deleted == ["s0"]
+    for kind in (Kind.FACTS, Kind.EVENTS, Kind.PROFILES, Kind.SESSIONS, Kind.SPACES):
+        assert ctx.store.count(kind, "t", "s") == 0
+    assert records.get_space(ctx.store, "t", "other") is not None

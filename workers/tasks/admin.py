@@ -1,0 +1,67 @@
+"""Reads of stored memory, admin writes (create a space, erasure) and a liveness ping,
+for producers that never open the store (the HTTP API)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from celery import Task
+
+from common.errors import AtomMemError, failure
+from common.memory.admin import administer, read
+from common.models.jobs import AdminPayload, ReadPayload
+from common.queues import Queue, TaskName
+from common.store.qdrant import Kind
+from workers import runtime
+from workers.celery_app import app, observe_wait
+from workers.tasks.pipeline import RETRY
+
+
+@app.task(name=TaskName.READ.value, bind=True, acks_late=True, reject_on_worker_lost=True, **RETRY)
+def read_memory(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
+    """Spaces, facts, events or profiles as stored; read-only, so safe to run twice."""
+    p = ReadPayload.model_validate(payload)
+    observe_wait(Queue.QUERY, p.enqueued_at)
+    try:
+        return read(runtime.context(), p)
+    except AtomMemError as exc:
+        return failure(exc)
+
+
+@app.task(name=TaskName.PING.value, bind=True, acks_late=False, **RETRY)
+def ping(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
+    """A worker answers and reaches the store (readiness)."""
+    try:
+        runtime.context().store.count(Kind.SPACES, "-", None)
+    except Exception as exc:  # readiness reports any store failure, it never raises
+        return {"worker": True, "store": False, "reason": f"{type(exc).__name__}: {exc}"}
+    return {"worker": True, "store": True}
+
+
+@app.task(
+    name=TaskName.ADMIN.value,
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    max_retries=150,
+    autoretry_for=RETRY["autoretry_for"],
+    retry_backoff=True,
+)
+def admin(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
+    """Create a space or erase under the space's lock (waiting, without blocking a slot,
+    while a commit holds it). Erasure recomputes from what is stored, so a rerun after a
+    crash finishes it."""
+    p = AdminPayload.model_validate(payload)
+    observe_wait(Queue.MEMORY, p.enqueued_at)
+    settings = runtime.settings()
+    ctx, coord = runtime.context(), runtime.coordinator()
+    token = uuid.uuid4().hex
+    if not coord.acquire(p.tenant, p.space, token, settings.broker.lock_ttl_ms):
+        raise self.retry(countdown=settings.broker.busy_retry_s)
+    try:
+        return administer(ctx, coord, p)
+    except AtomMemError as exc:
+        return failure(exc)
+    finally:
+        coord.release(p.tenant, p.space, token)
