@@ -203,8 +203,11 @@ class LLMSettings(BaseModel):
 
 
 class ApiSettings(BaseModel):
-    """The HTTP API: keys, request limits and per-tenant write rates."""
+    """The HTTP API: keys, request limits and per-tenant write rates; `url` and `key` point
+    the `atommem` command at a running server instead of the queues."""
 
+    url: str | None = Field(default=None, description="e.g. http://atommem:8080 (CLI only)")
+    key: SecretStr | None = Field(default=None, description="the tenant's API key (CLI only)")
     admin_key: SecretStr | None = Field(
         default=None, description="the admin key (tenant and key management); unset disables"
     )

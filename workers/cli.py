@@ -276,7 +276,7 @@ def cmd_profiles(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_hits(result: dict[str, Any], limit: int | None = None) -> None:
+def print_hits(result: dict[str, Any], limit: int | None = None) -> None:
     for rank, hit in enumerate(result["hits"][:limit], 1):
         print(f"  {rank:2d}. {hit['score']:.3f}  {hit['text']}  [{','.join(hit['turn_ids'])}]")
     for profile in result["profiles"][:limit]:
@@ -286,26 +286,32 @@ def _print_hits(result: dict[str, Any], limit: int | None = None) -> None:
 
 def cmd_search(args: argparse.Namespace) -> int:
     tenant = _setup(args)
-    result = _client().search(tenant, args.space, args.question, k=args.k)
+    return show_search(args, _client().search(tenant, args.space, args.question, k=args.k))
+
+
+def show_search(args: argparse.Namespace, result: dict[str, Any]) -> int:
     if args.json:
         import json
 
         print(json.dumps(result["hits"]))
         return 0
     print(f"Q: {args.question}")
-    _print_hits(result)
+    print_hits(result)
     return 0
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
     tenant = _setup(args)
-    result = _client().ask(tenant, args.space, args.question)
+    return show_answer(args, _client().ask(tenant, args.space, args.question))
+
+
+def show_answer(args: argparse.Namespace, result: dict[str, Any]) -> int:
     print(f"Q: {args.question}\nA: {result['answer']}")
     line = usage_line(result.get("llm_usage", {}))
     if line:
         print(f"  ({line})")
     print("  evidence:")
-    _print_hits(result)
+    print_hits(result)
     return 0
 
 
@@ -319,6 +325,36 @@ def usage_line(counts: dict[str, int]) -> str:
         f"{spent.total('prompt_tokens'):,} prompt + "
         f"{spent.total('completion_tokens'):,} completion tokens"
     )
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    """Erase a fact, a session's contribution, or a whole space, from every store."""
+    import json
+
+    tenant = _setup(args)
+    client = _client()
+    if args.everything:
+        erased = client.admin(tenant, args.space, "erase_space")
+    elif args.fact:
+        erased = client.admin(tenant, args.space, "erase_fact", args.fact)
+    else:
+        erased = client.admin(tenant, args.space, "erase_session", args.session)
+    print(json.dumps(erased["erased"], indent=2))
+    return 0
+
+
+def _remote(args: argparse.Namespace) -> int:
+    """The command against the server named by ATOMMEM_API__URL, through the SDK."""
+    from workers import remote
+
+    name = args.func.__name__.removeprefix("cmd_").replace("_", "-")
+    if name not in remote.COMMANDS:
+        raise InvalidInput(
+            f"`atommem {name}` runs against the store or queues, not a server: "
+            "unset ATOMMEM_API__URL"
+        )
+    with remote.client(get_settings()) as mem:
+        return remote.COMMANDS[name](mem, args)
 
 
 def cmd_profile_batch(args: argparse.Namespace) -> int:
@@ -649,6 +685,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job_id")
     p.set_defaults(func=cmd_job)
 
+    p = sub.add_parser("delete", help="erase a fact, a session or a whole space everywhere")
+    p.add_argument("--space", required=True)
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--fact", help="a fact id")
+    target.add_argument("--session", help="a session id: its contribution to the space")
+    target.add_argument("--everything", action="store_true", help="the space itself")
+    p.set_defaults(func=cmd_delete)
+
     p = sub.add_parser("resume", help="finish the jobs an interrupted embedded run left")
     p.set_defaults(func=cmd_resume)
 
@@ -693,6 +737,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if get_settings().api.url:
+            return _remote(args)
         return int(args.func(args))
     except AtomMemError as exc:
         print(f"error: {exc}", file=sys.stderr)

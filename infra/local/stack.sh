@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start or stop the local multi-process stack without containers: Redis (if none is running),
-# Celery workers per queue group, and Flower. `stop` stops exactly what `start` started.
+# Celery workers per queue group, Flower, and the HTTP API when ATOMMEM_API__ADMIN_KEY is
+# set. `stop` stops exactly what `start` started.
 #
 #   bash infra/local/stack.sh start   # ATOMMEM_BROKER__URL defaults to redis://127.0.0.1:6379/0
 #   bash infra/local/stack.sh status
@@ -12,6 +13,7 @@ VENV="${ATOMMEM_VENV:-.venv}"
 CELERY="$VENV/bin/celery"
 export ATOMMEM_BROKER__URL="${ATOMMEM_BROKER__URL:-redis://127.0.0.1:6379/0}"
 FLOWER_PORT="${ATOMMEM_FLOWER_PORT:-5555}"
+API_PORT="${ATOMMEM_API_PORT:-8080}"
 mkdir -p "$RUN"
 
 redis_port() { python3 -c "import sys,urllib.parse as u; print(u.urlparse(sys.argv[1]).port or 6379)" "$ATOMMEM_BROKER__URL"; }
@@ -48,6 +50,12 @@ start() {
   fi
   start_bg flower "$CELERY" -A workers.celery_app flower --port="$FLOWER_PORT"
   echo "Flower: http://127.0.0.1:$FLOWER_PORT"
+  if [ -n "${ATOMMEM_API__ADMIN_KEY:-}" ]; then
+    start_bg api "$VENV/bin/uvicorn" --factory api.main:create_app --host 127.0.0.1 --port "$API_PORT"
+    echo "API: http://127.0.0.1:$API_PORT (docs at /docs)"
+  else
+    echo "no ATOMMEM_API__ADMIN_KEY: the HTTP API is not started (set one to manage tenants)"
+  fi
 }
 
 stop() {

@@ -1,0 +1,113 @@
+"""The Python SDK (sync and async) and a schemathesis run against the served OpenAPI spec."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from api.client import AsyncAtomMem, AtomMem, ConflictError, InvalidError, NotFoundError
+from common.models.session import SessionInput
+from tests.e2e.conftest import ADMIN_KEY, Stack
+from tests.e2e.test_api import sessions
+
+pytestmark = pytest.mark.integration
+
+
+def _key(stack: Stack, tenant: str) -> str:
+    with stack.admin() as admin:
+        admin.post("/v1/admin/tenants", json={"name": tenant})
+        return str(admin.post(f"/v1/admin/tenants/{tenant}/keys").json()["api_key"])
+
+
+def test_sync_client_verbs(stack: Stack) -> None:
+    with AtomMem(stack.url, _key(stack, "sync")) as mem:
+        mem.create_space("notes")
+        with pytest.raises(ConflictError):
+            mem.create_space("notes")
+        first, second = sessions()[:2]
+        jobs = [mem.add("notes", first), mem.add("notes", SessionInput.model_validate(second))]
+        done = mem.wait([j["job_id"] for j in jobs], timeout=300, poll=0.2)
+        assert [j["state"] for j in done] == ["done", "done"]
+        facts = mem.get_all("notes")
+        assert len(facts) == mem.get_space("notes")["counts"]["facts"] > 5
+        fact = mem.get("notes", facts[0]["id"])
+        assert mem.history("notes", fact["id"])["current"] == fact["text"]
+        hits = mem.search("notes", "When did Tom adopt a puppy?", k=3)["hits"]
+        assert len(hits) == 3 and "beagle" in hits[0]["text"]
+        assert mem.ask("notes", "Where does Priya live?")["answer"]
+        erased = mem.delete("notes", fact_id=fact["id"])["erased"]
+        assert erased["facts_deleted"] == [fact["id"]]
+        with pytest.raises(NotFoundError):
+            mem.get("notes", fact["id"])
+        with pytest.raises(InvalidError):
+            mem.add("notes", {**first, "turns": []})
+        assert mem.delete("notes", session_id="s2")["erased"]["sessions_deleted"] == ["s2"]
+        assert [s["name"] for s in mem.list_spaces()] == ["notes"]
+        mem.delete_space("notes")
+        assert mem.list_spaces() == []
+
+
+def test_async_client_verbs(stack: Stack) -> None:
+    async def run() -> None:
+        async with AsyncAtomMem(stack.url, _key(stack, "async")) as mem:
+            await mem.create_space("notes")
+            job = await mem.add("notes", sessions()[0])
+            (done,) = await mem.wait(job["job_id"], timeout=300, poll=0.2)
+            assert done["state"] == "done"
+            searches = await asyncio.gather(
+                *(mem.search("notes", q) for q in ("Tom's puppy", "Priya's pottery class"))
+            )
+            assert all(s["hits"] for s in searches)
+            facts = await mem.get_all("notes")
+            assert (await mem.get("notes", facts[0]["id"]))["id"] == facts[0]["id"]
+            with pytest.raises(NotFoundError):
+                await mem.get_space("missing")
+
+    asyncio.run(run())
+
+
+def test_schemathesis_finds_no_server_error(stack: Stack, tmp_path: Path) -> None:
+    """Every operation of the served spec, with a tenant's key and with the admin key."""
+    key = _key(stack, "fuzz")
+    with AtomMem(stack.url, key) as mem:
+        mem.create_space("alice")
+    for header in (f"Authorization: Bearer {key}", f"Authorization: Bearer {ADMIN_KEY}"):
+        out = subprocess.run(
+            [sys.executable, "-m", "schemathesis.cli", "run", f"{stack.url}/openapi.json",
+             "--checks", "not_a_server_error", "-H", header, "-n", "15",
+             "--request-timeout", "60", "--generation-deterministic"],
+            capture_output=True, text=True, cwd=tmp_path, timeout=900, check=False,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+        assert "passed" in out.stdout
+
+
+def test_the_cli_runs_against_a_server(stack: Stack) -> None:
+    env = {
+        **{k: v for k, v in stack.env.items() if not k.startswith("ATOMMEM_BROKER")},
+        "ATOMMEM_API__URL": stack.url,
+        "ATOMMEM_API__KEY": _key(stack, "cli"),
+    }
+    sample = (
+        Path(__file__).resolve().parents[2] / "workers" / "samples" / "sample_conversation.json"
+    )
+
+    def atommem(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "workers.cli", *args],
+            capture_output=True, text=True, env=env, timeout=600, check=False,
+        )  # fmt: skip
+
+    ingest = atommem("ingest", "--create-space", str(sample))
+    assert ingest.returncode == 0, ingest.stderr
+    assert "total: 4 sessions (0 unchanged)" in ingest.stdout
+    found = atommem("search", "--space", "demo", "--json", "When did Tom adopt a puppy?")
+    assert found.returncode == 0 and "beagle" in found.stdout
+    erased = atommem("delete", "--space", "demo", "--everything")
+    assert erased.returncode == 0 and '"sessions_deleted"' in erased.stdout
+    refused = atommem("demo")
+    assert refused.returncode == 2 and "unset ATOMMEM_API__URL" in refused.stderr
