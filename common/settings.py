@@ -195,6 +195,9 @@ class LLMSettings(BaseModel):
     temperature: float = 0.0
     seed: int | None = 42
     max_tokens: int = Field(default=768, ge=16)
+    metadata_batch: int = Field(
+        default=4, ge=1, description="facts per metadata call (bounds each answer's length)"
+    )
     skip_rules: bool = Field(
         default=True,
         description="skip a call whose answer is already decided (no candidate above the "

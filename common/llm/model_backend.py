@@ -191,22 +191,31 @@ class ModelBackend:
         return self.fact_metadata_batch([group])[0]
 
     def fact_metadata_batch(self, groups: list[MetadataGroup]) -> list[list[FactMetadata]]:
-        live = [g for g in groups if g.texts]
+        """Every group's facts, asked about `llm.metadata_batch` at a time (a bounded answer
+        per call), all slices in one batch."""
+        size = self._llm.metadata_batch
+        slices = [
+            (g, group.model_copy(update={"texts": group.texts[i : i + size]}))
+            for g, group in enumerate(groups)
+            for i in range(0, len(group.texts), size)
+        ]
         requests = [
-            metadata.request(g.texts, g.speaker, g.participants, g.said_at, self._tokens())
-            for g in live
+            metadata.request(s.texts, s.speaker, s.participants, s.said_at, self._tokens())
+            for _, s in slices
         ]
 
         def parse(i: int, done: Completion) -> list[FactMetadata]:
-            group = live[i]
+            part = slices[i][1]
             items = decode(done, metadata.Response).items
-            if len(items) != len(group.texts):
-                raise ValueError(f"{len(items)} metadata items for {len(group.texts)} facts")
-            pairs = zip(group.texts, items, strict=True)
-            return [self._metadata(text, item, group) for text, item in pairs]
+            if len(items) != len(part.texts):
+                raise ValueError(f"{len(items)} metadata items for {len(part.texts)} facts")
+            pairs = zip(part.texts, items, strict=True)
+            return [self._metadata(text, item, part) for text, item in pairs]
 
-        parsed = iter(self._run(self._general, requests, parse))
-        return [next(parsed) if g.texts else [] for g in groups]
+        out: list[list[FactMetadata]] = [[] for _ in groups]
+        for (g, _), metas in zip(slices, self._run(self._general, requests, parse), strict=True):
+            out[g].extend(metas)
+        return out
 
     def _metadata(self, text: str, item: metadata.Item, group: MetadataGroup) -> FactMetadata:
         span = day_range(item.start, item.end)

@@ -175,3 +175,32 @@ def test_answers_cite_only_the_evidence_they_were_shown(server: FakeLLM) -> None
     assert "asks when" in system  # the temporal style, chosen by the intent
     assert backend(server).answer("Anything?", intent, []).fact_ids == []
     assert len(server.requests) == 1  # no evidence: nothing to ask the model
+
+
+def test_metadata_is_asked_in_bounded_slices_and_reassembled_in_order(server: FakeLLM) -> None:
+    def items(request: dict[str, Any]) -> Reply:
+        schema = request["response_format"]["json_schema"]["schema"]
+        n = schema["properties"]["items"]["minItems"]
+        facts = request["messages"][1]["content"].split("Facts:\n", 1)[1].splitlines()
+        return completion(
+            json.dumps(
+                {
+                    "items": [
+                        {"people": ["Ann"], "keywords": [line.split(". ", 1)[1].lower()],
+                         "start": "", "end": "", "lasting": False}
+                        for line in facts[:n]
+                    ]
+                }
+            )
+        )  # fmt: skip
+
+    server.default = items
+    b = backend(server, metadata_batch=4)
+    texts = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
+    out = b.fact_metadata(texts, "Ann", ["Ann", "Bob"], NOW)
+    assert [m.keywords for m in out] == [[t] for t in texts]
+    sizes = [
+        r["response_format"]["json_schema"]["schema"]["properties"]["items"]["maxItems"]
+        for r in server.requests
+    ]
+    assert sorted(sizes) == [2, 4]

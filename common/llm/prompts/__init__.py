@@ -17,7 +17,7 @@ from common.llm.transport import ChatRequest
 # Every string a model writes is bounded, so a looping small model hits the schema's limit
 # (enforced by grammar-constrained servers) instead of running into max_tokens.
 Name = Annotated[str, StringConstraints(max_length=60)]
-Keyword = Annotated[str, StringConstraints(max_length=40)]
+Keyword = Annotated[str, StringConstraints(max_length=32)]
 
 
 def json_schema(model: type[BaseModel]) -> dict[str, Any]:
