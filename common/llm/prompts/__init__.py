@@ -42,6 +42,21 @@ def json_schema(model: type[BaseModel]) -> dict[str, Any]:
     return inline(raw)
 
 
+def max_chars(schema: dict[str, Any]) -> int:
+    """The longest JSON text `schema` allows (strings without a bound count 200 chars)."""
+    kind = schema.get("type")
+    if "enum" in schema:
+        return max(len(str(v)) for v in schema["enum"]) + 2
+    if kind == "string":
+        return int(schema.get("maxLength", 200)) + 2
+    if kind == "array":
+        return int(schema.get("maxItems", 20)) * (max_chars(schema.get("items", {})) + 2) + 2
+    if kind == "object":
+        props = schema.get("properties", {})
+        return sum(len(k) + 4 + max_chars(v) for k, v in props.items()) + 2
+    return 12  # numbers, booleans, null
+
+
 def chat(
     stage: str,
     version: str,
@@ -51,16 +66,19 @@ def chat(
     max_tokens: int,
     schema: dict[str, Any] | None = None,
 ) -> ChatRequest:
-    """A system + user request that asks for JSON matching `model` (or `schema`)."""
+    """A system + user request that asks for JSON matching `model` (or `schema`). The token
+    budget covers the longest answer the schema allows (at 2 characters a token), so a
+    model that fills every field to its bound is not cut off."""
+    schema = schema or json_schema(model)
     return ChatRequest(
         stage=stage,
         messages=[
             {"role": "system", "content": system.strip() + "\nReply with one JSON object only."},
             {"role": "user", "content": user.strip()},
         ],
-        schema=schema or json_schema(model),
+        schema=schema,
         schema_name=f"{stage}_v{version}",
-        max_tokens=max_tokens,
+        max_tokens=max(max_tokens, max_chars(schema) // 2 + 32),
     )
 
 

@@ -23,13 +23,13 @@ happenings are not traits. Return {"traits": []} when there is none.
 
 class Trait(BaseModel):
     number: int = Field(ge=1)
-    person: str = Field(min_length=1, max_length=80)
-    trait: str = Field(min_length=1, max_length=300)
+    person: str = Field(min_length=1, max_length=60)
+    trait: str = Field(min_length=1, max_length=200)
     keywords: list[Keyword] = Field(default_factory=list, max_length=5)
 
 
 class Response(BaseModel):
-    traits: list[Trait] = Field(default_factory=list, max_length=12)
+    traits: list[Trait] = Field(default_factory=list, max_length=8)
 
 
 def request(facts: list[FactView], max_tokens: int) -> ChatRequest:

@@ -26,13 +26,13 @@ Facts that merely relate to each other are neither duplicates nor updates.
 
 class Update(BaseModel):
     number: int = Field(ge=1)
-    text: str = Field(min_length=1, max_length=400)
+    text: str = Field(min_length=1, max_length=300)
 
 
 class Response(BaseModel):
     store: bool = True
-    residual: str = Field(default="", max_length=400)
-    updates: list[Update] = Field(default_factory=list, max_length=5)
+    residual: str = Field(default="", max_length=300)
+    updates: list[Update] = Field(default_factory=list, max_length=3)
 
 
 def line(fact: FactView) -> str:
