@@ -66,7 +66,7 @@ def place_fact(
             continue  # a verifier may only touch the candidates it was shown
         _apply_update(ctx, index, update.fact_id, update.text, fact, vector, changes)
         stats.updates += 1
-    if not decision.store:
+    if not decision.store and close:  # with nothing shown, nothing can already say it
         return None
     if decision.residual and decision.residual.strip() and decision.residual != fact.text:
         fact = fact.model_copy(update={"text": decision.residual.strip()})

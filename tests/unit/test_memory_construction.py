@@ -255,3 +255,16 @@ def test_an_unchanged_event_summary_keeps_its_vector(tmp_path: Path) -> None:
     assert len(after.fact_ids) == 4 and after.summary == event.summary
     assert encoder.calls == calls  # nothing embedded again
     assert (ctx.index("t", "s").events.vector(event.id) == before).all()
+
+
+def test_without_skip_rules_every_fact_is_verified_but_none_is_dropped_for_nothing(
+    tmp_path: Path,
+) -> None:
+    ctx = make_ctx(tmp_path)
+    ctx.settings.llm.skip_rules = False
+    ctx.backend.verdicts["Ann paints landscapes."] = VerifyDecision(store=False)  # type: ignore[attr-defined]
+    stats = _seed(ctx, [("Ann paints landscapes.", (1, 0, 0, 0))])
+    # asked although nothing is stored yet, and its "do not store" ignored: nothing was
+    # shown that could already say it
+    assert stats.llm_calls == 2 and stats.llm_calls_skipped == 0
+    assert stats.facts_stored == 1
