@@ -65,7 +65,7 @@ def accept_stage(
         coord.update_job(payload.tenant, payload.job_id, state="committing")
         return []  # extraction already committed; the drain takes it from here
     coord.update_job(payload.tenant, payload.job_id, state="extracting")
-    parked = coord.get_chunks(payload.tenant, payload.space, payload.session.session_id)
+    parked = coord.parked(payload.tenant, payload.space, payload.session.session_id)
     todo = extract_payloads(ctx, payload.job_id, payload.tenant, payload.space, payload.session)
     return [p for p in todo if p.chunk not in parked]  # none left: the drain takes it over
 
@@ -100,12 +100,16 @@ def extract_stage(ctx: MemoryContext, coord: Coordinator, payload: ExtractPayloa
             ctx, payload.tenant, payload.space, payload.session, payload.context_turns
         )
     body = {
-        "of": payload.chunks,
         "drafts": [d.model_dump(mode="json") for d in drafts],
         "usage": used.as_counts(),
     }
     parked = coord.put_chunk(
-        payload.tenant, payload.space, payload.session.session_id, payload.chunk, json.dumps(body)
+        payload.tenant,
+        payload.space,
+        payload.session.session_id,
+        payload.chunk,
+        payload.chunks,
+        json.dumps(body),
     )
     return parked >= payload.chunks
 
@@ -115,12 +119,11 @@ def parked_drafts(
 ) -> tuple[list[DraftFact], dict[str, int]] | None:
     """The session's drafts in chunk order and what extracting them cost, or None while a
     chunk is still being extracted."""
+    present = coord.parked(tenant, space, session_id)  # names only: cheap while incomplete
+    total = max(present.values(), default=0)
+    if not present or any(i not in present for i in range(total)):
+        return None
     parked = {i: json.loads(raw) for i, raw in coord.get_chunks(tenant, space, session_id).items()}
-    if not parked:
-        return None
-    total = max(int(body["of"]) for body in parked.values())
-    if any(i not in parked for i in range(total)):
-        return None
     cost = usage.Usage()
     for i in range(total):
         cost.merge(usage.Usage.from_counts(parked[i].get("usage", {})))

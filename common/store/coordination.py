@@ -40,8 +40,14 @@ class Coordinator(Protocol):
         """Drop the space's sequence and version counter (after its erasure)."""
         ...
 
-    def put_chunk(self, tenant: str, space: str, session_id: str, chunk: int, data: str) -> int:
-        """Park one extracted chunk; returns how many chunks of the session are parked."""
+    def put_chunk(
+        self, tenant: str, space: str, session_id: str, chunk: int, of: int, data: str
+    ) -> int:
+        """Park chunk `chunk` of `of`; returns how many chunks of the session are parked."""
+        ...
+
+    def parked(self, tenant: str, space: str, session_id: str) -> dict[int, int]:
+        """Which chunks are parked (chunk → of), without reading their drafts."""
         ...
 
     def get_chunks(self, tenant: str, space: str, session_id: str) -> dict[int, str]: ...
@@ -126,17 +132,23 @@ class RedisCoordinator:
     def forget_space(self, tenant: str, space: str) -> None:
         self._r.delete(keys.pending(tenant, space), keys.version(tenant, space))
 
-    def put_chunk(self, tenant: str, space: str, session_id: str, chunk: int, data: str) -> int:
+    def put_chunk(
+        self, tenant: str, space: str, session_id: str, chunk: int, of: int, data: str
+    ) -> int:
         key = keys.chunks(tenant, space, session_id)
         pipe = self._r.pipeline()
-        pipe.hset(key, str(chunk), data)
+        pipe.hset(key, f"{chunk}/{of}", data)
         pipe.expire(key, self._ttl)
         pipe.hlen(key)
         return int(pipe.execute()[-1])
 
+    def parked(self, tenant: str, space: str, session_id: str) -> dict[int, int]:
+        fields = self._r.hkeys(keys.chunks(tenant, space, session_id))
+        return {int(f.split("/")[0]): int(f.split("/")[1]) for f in map(str, fields)}
+
     def get_chunks(self, tenant: str, space: str, session_id: str) -> dict[int, str]:
         raw = self._r.hgetall(keys.chunks(tenant, space, session_id))
-        return {int(k): str(v) for k, v in raw.items()}
+        return {int(str(k).split("/")[0]): str(v) for k, v in raw.items()}
 
     def drop_chunks(self, tenant: str, space: str, session_id: str) -> None:
         self._r.delete(keys.chunks(tenant, space, session_id))
@@ -177,8 +189,9 @@ class SqliteCoordinator:
                 open INTEGER, PRIMARY KEY (tenant, job_id));
             CREATE TABLE IF NOT EXISTS pending (tenant TEXT, space TEXT, session_id TEXT,
                 seq INTEGER, PRIMARY KEY (tenant, space, session_id));
-            CREATE TABLE IF NOT EXISTS chunks (tenant TEXT, space TEXT, session_id TEXT,
-                chunk INTEGER, data TEXT, PRIMARY KEY (tenant, space, session_id, chunk));
+            CREATE TABLE IF NOT EXISTS parked_chunks (tenant TEXT, space TEXT,
+                session_id TEXT, chunk INTEGER, of INTEGER, data TEXT,
+                PRIMARY KEY (tenant, space, session_id, chunk));
             CREATE TABLE IF NOT EXISTS locks (tenant TEXT, space TEXT, token TEXT,
                 expires REAL, PRIMARY KEY (tenant, space));
             CREATE TABLE IF NOT EXISTS versions (tenant TEXT, space TEXT, v INTEGER,
@@ -270,29 +283,38 @@ class SqliteCoordinator:
             for table in ("pending", "versions"):
                 self._db.execute(f"DELETE FROM {table} WHERE tenant=? AND space=?", (tenant, space))
 
-    def put_chunk(self, tenant: str, space: str, session_id: str, chunk: int, data: str) -> int:
+    def put_chunk(
+        self, tenant: str, space: str, session_id: str, chunk: int, of: int, data: str
+    ) -> int:
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO chunks VALUES (?, ?, ?, ?, ?)",
-                (tenant, space, session_id, chunk, data),
+                "INSERT OR REPLACE INTO parked_chunks VALUES (?, ?, ?, ?, ?, ?)",
+                (tenant, space, session_id, chunk, of, data),
             )
             row = self._db.execute(
-                "SELECT COUNT(*) FROM chunks WHERE tenant=? AND space=? AND session_id=?",
+                "SELECT COUNT(*) FROM parked_chunks WHERE tenant=? AND space=? AND session_id=?",
                 (tenant, space, session_id),
             ).fetchone()
         return int(row[0])
 
-    def get_chunks(self, tenant: str, space: str, session_id: str) -> dict[int, str]:
+    def _chunk_rows(self, columns: str, tenant: str, space: str, session_id: str) -> list[Any]:
         with self._lock:
-            rows = self._db.execute(
-                "SELECT chunk, data FROM chunks WHERE tenant=? AND space=? AND session_id=?",
+            return self._db.execute(
+                f"SELECT {columns} FROM parked_chunks WHERE tenant=? AND space=? AND session_id=?",
                 (tenant, space, session_id),
             ).fetchall()
+
+    def parked(self, tenant: str, space: str, session_id: str) -> dict[int, int]:
+        rows = self._chunk_rows("chunk, of", tenant, space, session_id)
+        return {int(c): int(o) for c, o in rows}
+
+    def get_chunks(self, tenant: str, space: str, session_id: str) -> dict[int, str]:
+        rows = self._chunk_rows("chunk, data", tenant, space, session_id)
         return {int(c): str(d) for c, d in rows}
 
     def drop_chunks(self, tenant: str, space: str, session_id: str) -> None:
         self._run(
-            "DELETE FROM chunks WHERE tenant=? AND space=? AND session_id=?",
+            "DELETE FROM parked_chunks WHERE tenant=? AND space=? AND session_id=?",
             tenant,
             space,
             session_id,

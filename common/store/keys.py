@@ -19,7 +19,7 @@ def pending(tenant: str, space: str) -> str:
 
 
 def chunks(tenant: str, space: str, session_id: str) -> str:
-    """Hash: chunk number → that chunk's extracted drafts."""
+    """Hash: "chunk/of" → that chunk's extracted drafts."""
     return f"atommem:chunks:{tenant}:{space}:{session_id}"
 
 

@@ -51,7 +51,7 @@ def _park(coord: SqliteCoordinator, chunk: int, of: int, texts: list[str]) -> in
         draft(REC, text, unit(1, 0, 0, 0), ["k"], ["Ann"], index=i).model_dump(mode="json")
         for i, text in enumerate(texts)
     ]
-    return coord.put_chunk("t", "s", "s1", chunk, json.dumps({"of": of, "drafts": drafts}))
+    return coord.put_chunk("t", "s", "s1", chunk, of, json.dumps({"drafts": drafts}))
 
 
 REC = session_record("s1", 0, datetime(2024, 3, 1), ["Ann"])
