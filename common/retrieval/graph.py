@@ -62,179 +62,264 @@ class GraphResult:
     edges: int
 
 
+_EXPAND_BATCH = 8
+
+
+def _cap_rows(
+    i: np.ndarray,
+    j: np.ndarray,
+    w: np.ndarray,
+    cap: int,
+    id_rank: np.ndarray,
+    shape: tuple[int, int],
+) -> sp.csr_matrix:
+    """The (i, j, w) entries (no duplicate pairs) as a CSR matrix keeping each row's `cap`
+    heaviest, ties by the fact id of the column, so the result does not depend on the order
+    facts reached the index. Within a row, entries stay heaviest first."""
+    order = np.lexsort((id_rank[j], -w, i))
+    i, j, w = i[order], j[order], w[order]
+    within = np.arange(i.size) - np.searchsorted(i, i, side="left")
+    keep = within < cap
+    i, j, w = i[keep], j[keep], w[keep]
+    indptr = np.zeros(shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(i, minlength=shape[0]), out=indptr[1:])
+    return sp.csr_matrix((w, j, indptr), shape=shape)
+
+
+class Channels:
+    """The query-independent parts of the graph for one state of a space index: the
+    fact × keyword incidence with each keyword's df and non-query weight ω, and the event
+    and turn edges of every fact, already capped per row. Built with sparse products once
+    per index state and settings (`SpaceIndex.derived`), so a query only slices them."""
+
+    def __init__(self, index: SpaceIndex, cfg: GraphSettings) -> None:
+        facts = index.facts
+        n = len(facts.ids)
+        self.size = n
+        self.live = max(len(facts), 1)
+        arrays = index.fact_arrays()
+        id_rank = arrays.id_rank
+        self.keywords = {kw: j for j, kw in enumerate(sorted(facts.kw_postings))}
+        r_idx, c_idx = [], []
+        df = np.zeros(len(self.keywords), dtype=np.int64)
+        for kw, j in self.keywords.items():
+            posting = facts.kw_postings[kw]
+            df[j] = len(posting)
+            r_idx.extend(posting)
+            c_idx.extend([j] * len(posting))
+        ones = np.ones(len(r_idx))
+        self.incidence = sp.csr_matrix((ones, (r_idx, c_idx)), shape=(n, len(self.keywords)))
+        self.incidence_t = self.incidence.T.tocsr()
+        self.df = df
+        self.base_weight = np.array(
+            [keyword_weight(int(d), self.live, False, cfg) for d in df], dtype=np.float64
+        )
+        self.event = self._event_edges(index, cfg, id_rank)
+        self.turn = self._turn_edges(index, cfg, id_rank)
+
+    @staticmethod
+    def _event_edges(index: SpaceIndex, cfg: GraphSettings, id_rank: np.ndarray) -> sp.csr_matrix:
+        """Σ over shared events of 1/(|F_e| − 1)^α between live members, each row capped at
+        max_event_neighbors_per_fact."""
+        facts, events = index.facts, index.events
+        n = len(facts.ids)
+        r_idx, c_idx, weights = [], [], []
+        for event in events.items():
+            w = event_edge_weight(len(event.fact_ids), cfg)
+            if w <= 0:
+                continue
+            weights.append(w)
+            for fid in event.fact_ids:
+                row = facts.rows.get(fid)
+                if row is not None and facts.alive[row]:
+                    r_idx.append(row)
+                    c_idx.append(len(weights) - 1)
+        if not r_idx:
+            return sp.csr_matrix((n, n))
+        membership = sp.csr_matrix((np.ones(len(r_idx)), (r_idx, c_idx)), shape=(n, len(weights)))
+        edges = (membership @ sp.diags(weights) @ membership.T).tocoo()
+        off = (edges.row != edges.col) & (edges.data > cfg.edge_epsilon)
+        capped = _cap_rows(
+            edges.row[off], edges.col[off], edges.data[off],
+            cfg.max_event_neighbors_per_fact, id_rank, (n, n),
+        )  # fmt: skip
+        capped.sort_indices()
+        return capped
+
+    @staticmethod
+    def _turn_edges(index: SpaceIndex, cfg: GraphSettings, id_rank: np.ndarray) -> sp.csr_matrix:
+        """exp(−Δpos/τ) between facts of the same session within the turn window (the
+        closest pair of positions counts), each row capped at max_turn_neighbors_per_fact."""
+        n = len(index.facts.ids)
+        rows, keys = [], []
+        for seq, by_pos in index.turn_map().items():
+            for pos, members in by_pos.items():
+                rows.extend(members)
+                keys.extend([(seq << 32) + pos] * len(members))
+        if not rows:
+            return sp.csr_matrix((n, n))
+        row_arr, key_arr = np.asarray(rows, dtype=np.int64), np.asarray(keys, dtype=np.int64)
+        order = np.argsort(key_arr, kind="stable")
+        row_arr, key_arr = row_arr[order], key_arr[order]
+        parts_i, parts_j, parts_w = [], [], []
+        for d in range(cfg.turn_window + 1):
+            w = turn_edge_weight(d, cfg)
+            if w <= cfg.edge_epsilon:
+                continue
+            lo = np.searchsorted(key_arr, key_arr + d, side="left")
+            hi = np.searchsorted(key_arr, key_arr + d, side="right")
+            counts = hi - lo
+            src = np.repeat(row_arr, counts)
+            starts = np.repeat(lo - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+            dst = row_arr[np.arange(counts.sum()) + starts]
+            parts_i += [src, dst]
+            parts_j += [dst, src]
+            parts_w += [np.full(src.size * 2, w)]
+        i, j, w = np.concatenate(parts_i), np.concatenate(parts_j), np.concatenate(parts_w)
+        off = i != j
+        i, j, w = i[off], j[off], w[off]
+        # the closest positions of a pair give its weight: keep the heaviest duplicate
+        order = np.lexsort((-w, j, i))
+        i, j, w = i[order], j[order], w[order]
+        first = np.ones(i.size, dtype=bool)
+        first[1:] = (i[1:] != i[:-1]) | (j[1:] != j[:-1])
+        cap = cfg.max_turn_neighbors_per_fact
+        capped = _cap_rows(i[first], j[first], w[first], cap, id_rank, (n, n))
+        capped.sort_indices()
+        return capped
+
+
+def _settings_key(cfg: GraphSettings) -> tuple[object, ...]:
+    return (
+        cfg.event_size_alpha, cfg.max_event_size, cfg.max_event_neighbors_per_fact,
+        cfg.turn_window, cfg.tau_turn, cfg.max_turn_neighbors_per_fact, cfg.edge_epsilon,
+        cfg.non_query_penalty_tau, cfg.non_query_penalty_gamma,
+    )  # fmt: skip
+
+
 class LocalGraph:
-    """Neighbour lookups over one space index for one query."""
+    """The local graph of one query over one space index."""
 
     def __init__(self, index: SpaceIndex, query_keywords: Collection[str], cfg: GraphSettings):
         self.index = index
         self.cfg = cfg
         self.query = set(query_keywords)
-        facts = index.facts
-        self.n = max(len(facts), 1)
-        self._kw_weight: dict[str, float] = {}
-        self._turns = index.turn_map()
         self._arrays = index.fact_arrays()
+        self._channels = index.derived(
+            "graph-channels", _settings_key(cfg), lambda: Channels(index, cfg)
+        )
+        ch = self._channels
+        omega = ch.base_weight.copy()
+        for kw in self.query:
+            j = ch.keywords.get(kw)
+            if j is not None:
+                omega[j] = keyword_weight(int(ch.df[j]), ch.live, True, cfg)
+        omega[omega <= cfg.edge_epsilon] = 0.0
+        self._omega = omega
 
     def weight(self, keyword: str) -> float:
-        if keyword not in self._kw_weight:
-            df = len(self.index.facts.kw_postings.get(keyword, ()))
-            self._kw_weight[keyword] = keyword_weight(df, self.n, keyword in self.query, self.cfg)
-        return self._kw_weight[keyword]
+        """ω(k) of this query for a keyword of the space."""
+        j = self._channels.keywords.get(keyword)
+        return float(self._omega[j]) if j is not None else 0.0
 
-    def _weighted_keywords(self, row: int) -> list[tuple[str, float]]:
-        out = []
-        for kw in self.index.facts.records[row].keywords:
-            w = self.weight(kw)
-            if w > self.cfg.edge_epsilon:
-                out.append((kw, w))
-        return out
-
-    def _gate(self, row: int, others: np.ndarray) -> np.ndarray:
-        """Person gate: no edge between facts about disjoint sets of people."""
+    def _entity_edges(
+        self, rows: np.ndarray, among: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Σ ω(k) over shared keywords from each of `rows` to every fact (or to each of
+        `among`) as (row position, column, weight), without self-edges, person-gated."""
+        ch = self._channels
+        left = ch.incidence[rows]
+        left.data = left.data * self._omega[left.indices]
+        right = ch.incidence_t if among is None else ch.incidence[among].T.tocsr()
+        sums = (left @ right).tocoo()
+        targets = sums.col if among is None else among[sums.col]
+        source = rows[sums.row]
         arrays = self._arrays
-        if not arrays.has_people[row]:
-            return np.ones(others.size, dtype=bool)
-        shares = (arrays.people[others] & arrays.people[row]).any(axis=1)
-        return shares | ~arrays.has_people[others]
+        shares = (arrays.people[source] & arrays.people[targets]).any(axis=1)
+        gate = shares | ~arrays.has_people[source] | ~arrays.has_people[targets]
+        keep = (source != targets) & gate & (sums.data > self.cfg.edge_epsilon)
+        return sums.row[keep], sums.col[keep], sums.data[keep]
+
+    def entity_rows(self, rows: list[int]) -> sp.csr_matrix:
+        """Entity neighbours of each of `rows` over the whole space: the heaviest
+        max_neighbors_per_fact after the person gate, ties by fact id."""
+        i, j, w = self._entity_edges(np.asarray(rows, dtype=np.int64), None)
+        cap = self.cfg.max_neighbors_per_fact
+        shape = (len(rows), self._channels.size)
+        return _cap_rows(i, j, w, cap, self._arrays.id_rank, shape)
 
     def entity_neighbours(self, row: int) -> dict[int, float]:
-        """Facts sharing keywords with `row`, weighted by Σ ω(k) over the shared keywords;
-        the heaviest max_neighbors_per_fact after the person gate."""
-        weighted = self._weighted_keywords(row)
-        if not weighted:
-            return {}
-        postings = [self._arrays.postings(kw) for kw, _ in weighted]
-        rows = np.concatenate(postings)
-        if rows.size == 0:
-            return {}
-        weights = np.repeat([w for _, w in weighted], [p.size for p in postings])
-        others, inverse = np.unique(rows, return_inverse=True)
-        sums = np.bincount(inverse, weights=weights)
-        keep = (others != row) & self._gate(row, others)
-        others, sums = others[keep], sums[keep]
-        order = np.lexsort((self._arrays.id_rank[others], -sums))[: self.cfg.max_neighbors_per_fact]
-        return dict(zip(others[order].tolist(), sums[order].tolist(), strict=True))
+        return _row_dict(self.entity_rows([row]), 0)
+
+    def event_neighbours(self, row: int) -> dict[int, float]:
+        return _row_dict(self._channels.event, row)
+
+    def turn_neighbours(self, row: int) -> dict[int, float]:
+        return _row_dict(self._channels.turn, row)
 
     def local_entity_matrix(self, local: list[int]) -> sp.csr_matrix:
         """Entity edges among the local nodes: Σ ω(k) over shared keywords, person-gated,
         each row capped at its max_neighbors_per_fact heaviest (ties by fact id)."""
-        size = len(local)
-        columns: dict[str, int] = {}
-        r_idx, c_idx, vals = [], [], []
-        for i, row in enumerate(local):
-            for kw, w in self._weighted_keywords(row):
-                r_idx.append(i)
-                c_idx.append(columns.setdefault(kw, len(columns)))
-                vals.append(np.sqrt(w))
-        if not vals:
-            return sp.csr_matrix((size, size))
-        incidence = sp.csr_matrix((vals, (r_idx, c_idx)), shape=(size, len(columns)))
-        weights = (incidence @ incidence.T).toarray()
-        np.fill_diagonal(weights, 0.0)
         rows = np.asarray(local, dtype=np.int64)
-        people = self._arrays.people[rows].astype(np.int32)
-        has = self._arrays.has_people[rows]
-        allowed = ((people @ people.T) > 0) | ~has[:, None] | ~has[None, :]
-        weights[~allowed] = 0.0
+        i, j, w = self._entity_edges(rows, rows)
         cap = self.cfg.max_neighbors_per_fact
-        if size > cap:
-            # rank every row's entries by weight, then fact id; zero all past the cap
-            ranks = self._arrays.id_rank[rows]
-            order = np.lexsort((np.broadcast_to(ranks, weights.shape), -weights), axis=1)
-            drop = order[:, cap:]
-            weights[np.arange(size)[:, None], drop] = 0.0
-        weights[weights <= self.cfg.edge_epsilon] = 0.0
-        return sp.csr_matrix(weights)
-
-    def event_neighbours(self, row: int) -> dict[int, float]:
-        out: dict[int, float] = defaultdict(float)
-        facts, events = self.index.facts, self.index.events
-        for eid in facts.records[row].event_ids:
-            if eid not in events:
-                continue
-            members = events.get(eid).fact_ids
-            w = event_edge_weight(len(members), self.cfg)
-            if w <= 0:
-                continue
-            for fid in members:
-                other = facts.rows.get(fid)
-                if other is not None and other != row and facts.alive[other]:
-                    out[other] += w
-        return _top(out, self.cfg.max_event_neighbors_per_fact, self.index.facts.ids)
-
-    def turn_neighbours(self, row: int) -> dict[int, float]:
-        source = self.index.facts.records[row].source
-        out: dict[int, float] = {}
-        by_pos = self._turns.get(source.session_seq, {})
-        for p in source.positions:
-            for d in range(0, self.cfg.turn_window + 1):
-                for q in {p - d, p + d}:
-                    for other in by_pos.get(q, ()):
-                        if other != row:
-                            out[other] = max(out.get(other, 0.0), turn_edge_weight(d, self.cfg))
-        return _top(out, self.cfg.max_turn_neighbors_per_fact, self.index.facts.ids)
+        return _cap_rows(i, j, w, cap, self._arrays.id_rank[rows], (len(local), len(local)))
 
     def run(self, seed_rows: list[int], seed_scores: np.ndarray) -> GraphResult:
         """Expand ≤ max_hops from the seeds up to max_local_nodes, then RWR."""
         cfg = self.cfg
+        ch = self._channels
+        id_rank = self._arrays.id_rank
         nodes: dict[int, int] = {}
         for row in seed_rows:
             nodes.setdefault(row, len(nodes))
-        neighbours: dict[int, tuple[dict[int, float], dict[int, float]]] = {}
         frontier = list(nodes)
-        ids = self.index.facts.ids
+        rhos = (cfg.rho_keyword, cfg.rho_event, cfg.rho_turn)
         for _ in range(cfg.max_hops):
-            following = []
-            for row in frontier:
+            following: list[int] = []
+            # frontier rows in small batches: the node cap usually stops a hop early
+            for at in range(0, len(frontier), _EXPAND_BATCH):
                 if len(nodes) >= cfg.max_local_nodes:
                     break
-                entity = self.entity_neighbours(row)
-                neighbours[row] = (self.event_neighbours(row), self.turn_neighbours(row))
-                combined: dict[int, float] = defaultdict(float)
-                for rho, chan in zip(
-                    (cfg.rho_keyword, cfg.rho_event, cfg.rho_turn),
-                    (entity, *neighbours[row]),
-                    strict=True,
-                ):
-                    total = sum(chan.values()) or 1.0
-                    for v, w in chan.items():
-                        combined[v] += rho * w / total
-                for v in sorted(combined, key=lambda x: (-combined[x], ids[x])):
+                batch = frontier[at : at + _EXPAND_BATCH]
+                entity = self.entity_rows(batch)
+                for f, row in enumerate(batch):
                     if len(nodes) >= cfg.max_local_nodes:
                         break
-                    if v not in nodes:
-                        nodes[v] = len(nodes)
-                        following.append(v)
+                    channels = ((entity, f), (ch.event, row), (ch.turn, row))
+                    combined: dict[int, float] = defaultdict(float)
+                    for rho, (matrix, r) in zip(rhos, channels, strict=True):
+                        lo, hi = matrix.indptr[r], matrix.indptr[r + 1]
+                        if hi == lo:
+                            continue
+                        share = rho * matrix.data[lo:hi] / matrix.data[lo:hi].sum()
+                        for v, w in zip(
+                            matrix.indices[lo:hi].tolist(), share.tolist(), strict=True
+                        ):
+                            combined[v] += w
+                    for v in sorted(combined, key=lambda x: (-combined[x], id_rank[x])):
+                        if len(nodes) >= cfg.max_local_nodes:
+                            break
+                        if v not in nodes:
+                            nodes[v] = len(nodes)
+                            following.append(v)
             frontier = following
-        local = list(nodes)
-        mats = [self.local_entity_matrix(local)]
-        size = len(local)
-        for c in range(2):
-            r_idx, c_idx, vals = [], [], []
-            for row, i in nodes.items():
-                if row not in neighbours:
-                    neighbours[row] = (self.event_neighbours(row), self.turn_neighbours(row))
-                for v, w in neighbours[row][c].items():
-                    j = nodes.get(v)
-                    if j is not None and w > cfg.edge_epsilon:
-                        r_idx.append(i)
-                        c_idx.append(j)
-                        vals.append(w)
-            mats.append(sp.csr_matrix((vals, (r_idx, c_idx)), shape=(size, size)))
+        local = np.fromiter(nodes, dtype=np.int64, count=len(nodes))
+        mats = [
+            self.local_entity_matrix(local.tolist()),
+            ch.event[local][:, local].tocsr(),
+            ch.turn[local][:, local].tocsr(),
+        ]
         edges = sum(int(m.nnz) for m in mats)
-        transition = mix_channels(mats, (cfg.rho_keyword, cfg.rho_event, cfg.rho_turn))
-        restart = np.zeros(size)
+        transition = mix_channels(mats, rhos)
+        restart = np.zeros(local.size)
         restart[: len(seed_scores)] = restart_vector(seed_scores, cfg.seed_score_power)
         activation = random_walk_with_restart(
             transition, restart, cfg.restart_prob, cfg.max_iter, cfg.tol
         )
-        return GraphResult(rows=local, activation=activation, edges=edges)
+        return GraphResult(rows=local.tolist(), activation=activation, edges=edges)
 
 
-def _top(weights: dict[int, float], k: int, ids: list[str]) -> dict[int, float]:
-    """The k heaviest neighbours; ties go by fact id, so the choice does not depend on the
-    order in which this process's index happened to receive the facts."""
-    if len(weights) <= k:
-        return dict(weights)
-    keep = sorted(weights, key=lambda v: (-weights[v], ids[v]))[:k]
-    return {v: weights[v] for v in keep}
+def _row_dict(matrix: sp.csr_matrix, row: int) -> dict[int, float]:
+    lo, hi = matrix.indptr[row], matrix.indptr[row + 1]
+    return dict(zip(matrix.indices[lo:hi].tolist(), matrix.data[lo:hi].tolist(), strict=True))

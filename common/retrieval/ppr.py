@@ -8,27 +8,34 @@ import numpy as np
 import scipy.sparse as sp
 
 
+def _scale_rows(matrix: sp.csr_matrix, factors: np.ndarray) -> sp.csr_matrix:
+    """diag(factors) @ matrix, on the CSR arrays directly."""
+    data = matrix.data * np.repeat(factors, np.diff(matrix.indptr))
+    return sp.csr_matrix((data, matrix.indices, matrix.indptr), shape=matrix.shape)
+
+
 def row_normalize(matrix: sp.csr_matrix) -> sp.csr_matrix:
     """Each non-empty row scaled to sum 1; empty rows stay empty."""
+    matrix = sp.csr_matrix(matrix)
     sums = np.asarray(matrix.sum(axis=1)).ravel()
     inv = np.divide(1.0, sums, out=np.zeros_like(sums, dtype=np.float64), where=sums > 0)
-    return sp.csr_matrix(sp.diags(inv) @ matrix)
+    return _scale_rows(matrix, inv)
 
 
 def mix_channels(channels: Sequence[sp.csr_matrix], rhos: Sequence[float]) -> sp.csr_matrix:
     """P = Σ_c ρ'_c(i) · Ŵ_c with Ŵ_c row-normalised and, for each node i, the priors ρ
     renormalised over the channels in which i has edges (Eq. 7-8)."""
-    normalized = [row_normalize(c) for c in channels]
-    n = normalized[0].shape[0]
-    present = np.zeros((n, len(normalized)))
-    for c, matrix in enumerate(normalized):
-        present[:, c] = np.asarray(matrix.sum(axis=1)).ravel() > 0
+    matrices = [sp.csr_matrix(c) for c in channels]
+    sums = np.stack([np.asarray(m.sum(axis=1)).ravel() for m in matrices], axis=1)
+    present = sums > 0
     weights = present * np.asarray(rhos, dtype=np.float64)
     totals = weights.sum(axis=1, keepdims=True)
     weights = np.divide(weights, totals, out=np.zeros_like(weights), where=totals > 0)
-    mixed = sp.csr_matrix((n, n))
-    for c, matrix in enumerate(normalized):
-        mixed = mixed + sp.diags(weights[:, c]) @ matrix
+    # ρ'_c(i) / Σ_j W_c[i, j] scales row i of channel c; one pass over each channel's entries
+    factors = np.divide(weights, sums, out=np.zeros_like(weights), where=present)
+    mixed = _scale_rows(matrices[0], factors[:, 0])
+    for c in range(1, len(matrices)):
+        mixed = mixed + _scale_rows(matrices[c], factors[:, c])
     return sp.csr_matrix(mixed)
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import numpy as np
 from pydantic import BaseModel
@@ -21,6 +21,7 @@ from common.settings import SimilaritySettings
 from common.store.qdrant import Kind, QdrantStore
 
 R = TypeVar("R", bound=BaseModel)
+T = TypeVar("T")
 
 
 @dataclass
@@ -260,15 +261,16 @@ class SpaceIndex:
 
     def __post_init__(self) -> None:
         self._turns: dict[int, dict[int, list[int]]] = {}
-        self._turns_key: tuple[int, int] | None = None
+        self._turns_key: int | None = None
         self._arrays: tuple[int, FactArrays] | None = None
+        self._derived: dict[str, tuple[Hashable, Any]] = {}
         self.facts = KindIndex(self.dimension, _fact_people, _fact_span)
         self.events = KindIndex(self.dimension, _event_people, _event_span)
         self.profiles = KindIndex(self.dimension, _profile_people)
 
     def turn_map(self) -> dict[int, dict[int, list[int]]]:
-        """Fact rows by (session order, turn position), built once per index version."""
-        key = (self.version, len(self.facts.ids))
+        """Fact rows by (session order, turn position), rebuilt after any change to the facts."""
+        key = self.facts.mutations
         if self._turns_key != key:
             turns: dict[int, dict[int, list[int]]] = {}
             for row, fact in enumerate(self.facts.records):
@@ -287,6 +289,16 @@ class SpaceIndex:
             cached = (self.facts.mutations, FactArrays(self.facts))
             self._arrays = cached
         return cached[1]
+
+    def derived(self, name: str, key: Hashable, build: Callable[[], T]) -> T:
+        """A structure computed from this index (and `key`, e.g. the settings it used), kept
+        until the facts, the events or `key` change."""
+        state = (self.facts.mutations, self.events.mutations, key)
+        cached = self._derived.get(name)
+        if cached is None or cached[0] != state:
+            cached = (state, build())
+            self._derived[name] = cached
+        return cast(T, cached[1])
 
     def put_fact(self, fact: Fact, vector: np.ndarray) -> None:
         self.facts.upsert(fact.id, fact, vector, fact.keywords)

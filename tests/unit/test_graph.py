@@ -219,3 +219,61 @@ def test_local_entity_edges_sum_shared_keyword_weights_gate_people_and_cap_rows(
     capped = LocalGraph(index, [], CFG.model_copy(update={"max_neighbors_per_fact": 1}))
     row = capped.local_entity_matrix([0, 1, 2, 3]).toarray()[0]
     assert np.count_nonzero(row) == 1 and row[1] == pytest.approx(both)
+
+
+def test_event_and_turn_edges_of_the_whole_space_follow_membership_positions_and_caps() -> None:
+    from common.models.memory import Event
+    from common.retrieval.graph import LocalGraph
+    from common.store.space_index import SpaceIndex
+
+    index = SpaceIndex(tenant="t", space="s", dimension=2)
+    facts = [
+        _fact(0, ["a"], ["Ann"], 1, 1),
+        _fact(1, ["b"], ["Ann"], 1, 2),
+        _fact(2, ["c"], ["Ann"], 1, 4),
+        _fact(3, ["d"], ["Ann"], 2, 1),  # another session: no turn edge to session 1
+    ]
+    two_turns = _fact(4, ["e"], ["Ann"], 1, 3)
+    two_turns.source.positions = [3, 9]
+    for f in [*facts, two_turns]:
+        index.put_fact(f, np.array([1.0, 0.0], dtype=np.float32))
+
+    def event(eid: str, members: list[int]) -> Event:
+        ids = [f"f{i}" for i in members]
+        return Event(id=eid, tenant="t", space="s", summary=eid, fact_ids=ids,
+                     participants=["Ann"], keywords=[])  # fmt: skip
+
+    for e in (event("e1", [0, 1, 2]), event("e2", [0, 1]), event("big", [0, 1, 2, 3])):
+        index.put_event(e, np.array([1.0, 0.0], dtype=np.float32))
+    cfg = CFG.model_copy(update={"max_event_size": 3})
+    w3, w2 = event_edge_weight(3, cfg), event_edge_weight(2, cfg)
+    graph = LocalGraph(index, [], cfg)
+    # events: summed over shared events, the one past the maximum size adds nothing
+    assert graph.event_neighbours(0) == {1: pytest.approx(w3 + w2), 2: pytest.approx(w3)}
+    assert graph.event_neighbours(3) == {}
+    # turns: the closest pair of positions within the window, same session only
+    assert graph.turn_neighbours(0) == {
+        1: pytest.approx(turn_edge_weight(1, cfg)),
+        4: pytest.approx(turn_edge_weight(2, cfg)),
+    }
+    assert graph.turn_neighbours(4) == {
+        0: pytest.approx(turn_edge_weight(2, cfg)),
+        1: pytest.approx(turn_edge_weight(1, cfg)),
+        2: pytest.approx(turn_edge_weight(1, cfg)),
+    }
+    # caps keep the heaviest, ties going to the smaller fact id
+    capped = LocalGraph(
+        index,
+        [],
+        cfg.model_copy(
+            update={"max_event_neighbors_per_fact": 1, "max_turn_neighbors_per_fact": 1}
+        ),  # fmt: skip
+    )
+    assert list(capped.event_neighbours(0)) == [1]
+    assert list(capped.event_neighbours(2)) == [0]
+    assert list(capped.turn_neighbours(4)) == [1]
+    # a removed fact leaves every channel the next time a query builds its graph
+    index.facts.remove("f1")
+    graph = LocalGraph(index, [], cfg)
+    assert graph.event_neighbours(0) == {2: pytest.approx(w3)}
+    assert graph.turn_neighbours(0) == {4: pytest.approx(turn_edge_weight(2, cfg))}
