@@ -17,6 +17,7 @@ import scipy.sparse as sp
 from common.retrieval.ppr import mix_channels, random_walk_with_restart, restart_vector
 from common.settings import GraphSettings
 from common.store.space_index import SpaceIndex
+from common.text.keywords import match_key, match_keys
 
 
 def frequency_penalty(df_ratio: float, is_query: bool, cfg: GraphSettings) -> float:
@@ -203,7 +204,7 @@ class LocalGraph:
     def __init__(self, index: SpaceIndex, query_keywords: Collection[str], cfg: GraphSettings):
         self.index = index
         self.cfg = cfg
-        self.query = set(query_keywords)
+        self.query = match_keys(query_keywords)
         self._arrays = index.fact_arrays()
         self._channels = index.derived(
             "graph-channels", _settings_key(cfg), lambda: Channels(index, cfg)
@@ -219,7 +220,7 @@ class LocalGraph:
 
     def weight(self, keyword: str) -> float:
         """ω(k) of this query for a keyword of the space."""
-        j = self._channels.keywords.get(keyword)
+        j = self._channels.keywords.get(match_key(keyword))
         return float(self._omega[j]) if j is not None else 0.0
 
     def _entity_edges(

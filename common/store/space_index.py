@@ -19,6 +19,7 @@ from common.models.memory import Event, Fact, Profile, TimeRange
 from common.retrieval.hybrid import hybrid_many
 from common.settings import SimilaritySettings
 from common.store.qdrant import Kind, QdrantStore
+from common.text.keywords import match_keys
 
 R = TypeVar("R", bound=BaseModel)
 T = TypeVar("T")
@@ -121,7 +122,7 @@ class KindIndex(Generic[R]):
         span = self._span(record) if self._span else None
         self._start[row] = span.start.toordinal() if span else -1
         self._end[row] = span.end.toordinal() if span else -1
-        kws = frozenset(keywords)
+        kws = match_keys(keywords)
         self._kw[row] = kws
         self._kw_len[row] = len(kws)
         for kw in kws:
@@ -160,10 +161,11 @@ class KindIndex(Generic[R]):
         return mask & ok
 
     def jaccard(self, keywords: Collection[str]) -> np.ndarray:
-        """Jaccard(keywords, row keywords) for every row, through the postings."""
+        """Jaccard(keywords, row keywords) for every row, through the postings; keywords
+        compare by their match keys (stems)."""
         n = len(self.ids)
         inter = np.zeros(n, dtype=np.float32)
-        query = set(keywords)
+        query = match_keys(keywords)
         for kw in query:
             rows = self.kw_postings.get(kw)
             if rows:
@@ -222,14 +224,12 @@ def _profile_people(profile: Profile) -> list[str]:
 
 
 class FactArrays:
-    """Array forms of the fact rows for the graph stage: keyword postings as sorted row
-    arrays, a row × participant matrix and each row's rank by fact id (for tie-breaks).
+    """Array forms of the fact rows for the graph stage: a row × participant matrix and each
+    row's rank by fact id (for tie-breaks).
     Valid while the facts do not change; `SpaceIndex.fact_arrays` rebuilds it when they do."""
 
     def __init__(self, facts: KindIndex[Fact]) -> None:
         n = len(facts.ids)
-        self._facts = facts
-        self._postings: dict[str, np.ndarray] = {}
         people = sorted(facts.people_postings)
         self.people = np.zeros((n, max(len(people), 1)), dtype=bool)
         for j, person in enumerate(people):
@@ -237,14 +237,6 @@ class FactArrays:
         self.has_people = self.people.any(axis=1)
         self.id_rank = np.empty(n, dtype=np.int64)
         self.id_rank[sorted(range(n), key=facts.ids.__getitem__)] = np.arange(n)
-
-    def postings(self, keyword: str) -> np.ndarray:
-        rows = self._postings.get(keyword)
-        if rows is None:
-            rows = np.fromiter(self._facts.kw_postings.get(keyword, ()), dtype=np.int64)
-            rows.sort()
-            self._postings[keyword] = rows
-        return rows
 
 
 @dataclass

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
+
+import snowballstemmer
 
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z'\-]*[A-Za-z]|[A-Za-z]")
 _EDGE_PUNCT = re.compile(r"^[^a-z0-9]+|[^a-z0-9]+$")
@@ -348,6 +351,21 @@ def normalize_keyword(word: str) -> str | None:
     elif len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
         word = word[:-1]
     return word
+
+
+_STEMMER = snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=65536)
+def match_key(keyword: str) -> str:
+    """What keywords are compared by: the Snowball (Porter 2) stem of the canonical form, so
+    "playing", "plays" and "play" match. Stored keywords stay readable; only the indexes
+    that compare them (postings, Jaccard, graph edges) use this key."""
+    return str(_STEMMER.stemWord(keyword))
+
+
+def match_keys(keywords: Iterable[str]) -> frozenset[str]:
+    return frozenset(match_key(k) for k in keywords)
 
 
 def name_tokens(names: Iterable[str]) -> set[str]:

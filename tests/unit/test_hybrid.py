@@ -7,6 +7,7 @@ from common.models.memory import Fact, FactSource, FactTime
 from common.retrieval.hybrid import hybrid, hybrid_many, jaccard
 from common.settings import SimilaritySettings
 from common.store.space_index import SpaceIndex
+from common.text.keywords import match_key
 
 W = SimilaritySettings(alpha=0.7, beta=0.3)
 
@@ -129,12 +130,22 @@ def test_reupsert_replaces_keywords_people_and_vector(index: SpaceIndex) -> None
     index.put_fact(fact("f1", ["ceramics"], ["Tom"]), vec(0, 1, 0))
     assert len(index.facts) == 3
     assert index.facts.get("f1").keywords == ["ceramics"]
-    assert 0 not in index.facts.kw_postings["pottery"]
+    assert 0 not in index.facts.kw_postings[match_key("pottery")]
     assert index.facts.jaccard(["pottery"]) == pytest.approx([0.0, 0.0, 0.5])
     assert index.facts.jaccard(["ceramics"]) == pytest.approx([1.0, 0.0, 0.0])
     assert index.facts.mask(["Priya"]).tolist() == [False, False, True]
     assert index.facts.mask(["Tom"]).tolist() == [True, True, True]
     assert ranked(index, vec(0, 1, 0), ["ceramics"]) == [("f1", 1.0), ("f2", 0.56), ("f3", 0.0)]
+
+
+def test_keywords_match_by_their_stem_and_stay_readable() -> None:
+    idx = SpaceIndex(tenant="t", space="s", dimension=3)
+    idx.put_fact(fact("f1", ["playing", "violin"], ["Ann"]), vec(1, 0, 0))
+    idx.put_fact(fact("f2", ["played", "chess"], ["Ann"]), vec(1, 0, 0))
+    idx.put_fact(fact("f3", ["player"], ["Ann"]), vec(1, 0, 0))
+    assert idx.facts.get("f1").keywords == ["playing", "violin"]
+    # "play" meets "playing" and "played"; "player" is another word
+    assert idx.facts.jaccard(["play"]) == pytest.approx([0.5, 0.5, 0.0])
 
 
 def test_remove(index: SpaceIndex) -> None:
