@@ -87,6 +87,26 @@ def _cap_rows(
     return sp.csr_matrix((w, j, indptr), shape=shape)
 
 
+def _may_make_cap(i: np.ndarray, w: np.ndarray, cap: int) -> np.ndarray:
+    """Entries that can be among their row's `cap` heaviest (every tie at the boundary kept),
+    for `i` grouped by row: a partition per long row instead of sorting all of them, which
+    matters when common keywords give a fact thousands of entity neighbours."""
+    keep = np.ones(i.size, dtype=bool)
+    if i.size <= cap:
+        return keep
+    bounds = np.flatnonzero(np.diff(i)) + 1
+    for lo, hi in zip(
+        np.concatenate(([0], bounds)).tolist(),
+        np.concatenate((bounds, [i.size])).tolist(),
+        strict=True,
+    ):
+        if hi - lo > cap:
+            segment = w[lo:hi]
+            boundary = np.partition(segment, segment.size - cap)[segment.size - cap]
+            keep[lo:hi] = segment >= boundary
+    return keep
+
+
 class Channels:
     """The query-independent parts of the graph for one state of a space index: the
     fact × keyword incidence with each keyword's df and non-query weight ω, and the event
@@ -246,8 +266,9 @@ class LocalGraph:
         max_neighbors_per_fact after the person gate, ties by fact id."""
         i, j, w = self._entity_edges(np.asarray(rows, dtype=np.int64), None)
         cap = self.cfg.max_neighbors_per_fact
+        keep = _may_make_cap(i, w, cap)
         shape = (len(rows), self._channels.size)
-        return _cap_rows(i, j, w, cap, self._arrays.id_rank, shape)
+        return _cap_rows(i[keep], j[keep], w[keep], cap, self._arrays.id_rank, shape)
 
     def entity_neighbours(self, row: int) -> dict[int, float]:
         return _row_dict(self.entity_rows([row]), 0)

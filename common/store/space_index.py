@@ -192,15 +192,26 @@ class KindIndex(Generic[R]):
         rows = np.flatnonzero(mask)
         if rows.size == 0:
             return []
-        cos = self.matrix[rows] @ vector
+        # one product over the whole matrix, then the rows: copying the masked rows out of a
+        # large space would cost more than the product itself
+        cos = (self.matrix @ vector)[rows]
         jac = self.jaccard(keywords)[rows]
         score = hybrid_many(cos, jac, weights)
-        order = np.lexsort((rows, -score))
-        if k is not None:
-            order = order[:k]
+        order = _top_order(score, rows, k)
         return [
             Scored(self.ids[rows[i]], float(score[i]), float(cos[i]), float(jac[i])) for i in order
         ]
+
+
+def _top_order(score: np.ndarray, rows: np.ndarray, k: int | None) -> np.ndarray:
+    """Positions of the k best scores, descending, ties by row; only the entries that can
+    make the top k (every tie at the boundary included) are sorted."""
+    if k is not None and k < score.size:
+        boundary = np.partition(score, score.size - k)[score.size - k]
+        candidates = np.flatnonzero(score >= boundary)
+        order = candidates[np.lexsort((rows[candidates], -score[candidates]))]
+        return order[:k]
+    return np.lexsort((rows, -score))
 
 
 def _fact_people(fact: Fact) -> list[str]:

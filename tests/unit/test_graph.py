@@ -277,3 +277,21 @@ def test_event_and_turn_edges_of_the_whole_space_follow_membership_positions_and
     graph = LocalGraph(index, [], cfg)
     assert graph.event_neighbours(0) == {2: pytest.approx(w3)}
     assert graph.turn_neighbours(0) == {4: pytest.approx(turn_edge_weight(2, cfg))}
+
+
+def test_row_caps_keep_the_same_entries_with_the_partition_prefilter() -> None:
+    from common.retrieval.graph import _cap_rows, _may_make_cap
+
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        n = 60
+        pairs = {(int(a), int(b)) for a, b in rng.integers(0, n, size=(400, 2))}
+        i, j = (np.array(x) for x in zip(*sorted(pairs), strict=True))
+        w = rng.integers(1, 4, size=i.size).astype(float)  # ties at every boundary
+        id_rank = rng.permutation(n)
+        for cap in (1, 3, 8):
+            keep = _may_make_cap(i, w, cap)
+            direct = _cap_rows(i, j, w, cap, id_rank, (n, n)).toarray()
+            filtered = _cap_rows(i[keep], j[keep], w[keep], cap, id_rank, (n, n)).toarray()
+            assert np.array_equal(direct, filtered)
+        assert _may_make_cap(i, w, 1).sum() < i.size  # it does drop entries

@@ -179,3 +179,15 @@ def test_empty_index_and_growth() -> None:
     assert idx.facts.matrix.shape == (70, 3)
     top = idx.facts.hybrid(vec(1, 0, 0), ["k69"], W, idx.facts.mask(["P"]), k=2)
     assert [(s.id, round(s.score, 5)) for s in top] == [("f69", 1.0), ("f0", 0.0)]
+
+
+def test_top_k_with_ties_at_the_boundary_matches_a_full_sort() -> None:
+    from common.store.space_index import _top_order
+
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        score = rng.integers(0, 4, size=40).astype(np.float32) / 4  # many ties
+        rows = rng.permutation(100)[:40]
+        full = np.lexsort((rows, -score))
+        for k in (1, 5, 13, 39, 40, 60):
+            assert _top_order(score, rows, k).tolist() == full[:k].tolist()
