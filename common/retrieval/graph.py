@@ -171,12 +171,14 @@ class Channels:
     def _turn_edges(index: SpaceIndex, cfg: GraphSettings, id_rank: np.ndarray) -> sp.csr_matrix:
         """exp(−Δpos/τ) between facts of the same session within the turn window (the
         closest pair of positions counts), each row capped at max_turn_neighbors_per_fact."""
-        n = len(index.facts.ids)
-        rows, keys = [], []
-        for seq, by_pos in index.turn_map().items():
-            for pos, members in by_pos.items():
-                rows.extend(members)
-                keys.extend([(seq << 32) + pos] * len(members))
+        facts = index.facts
+        n = len(facts.ids)
+        rows, keys = [], []  # one entry per (live fact, turn position), keyed by session and turn
+        for row, fact in enumerate(facts.records):
+            if facts.alive[row]:
+                for pos in fact.source.positions:
+                    rows.append(row)
+                    keys.append((fact.source.session_seq << 32) + pos)
         if not rows:
             return sp.csr_matrix((n, n))
         row_arr, key_arr = np.asarray(rows, dtype=np.int64), np.asarray(keys, dtype=np.int64)
@@ -210,24 +212,15 @@ class Channels:
         return capped
 
 
-def _settings_key(cfg: GraphSettings) -> tuple[object, ...]:
-    return (
-        cfg.event_size_alpha, cfg.max_event_size, cfg.max_event_neighbors_per_fact,
-        cfg.turn_window, cfg.tau_turn, cfg.max_turn_neighbors_per_fact, cfg.edge_epsilon,
-        cfg.non_query_penalty_tau, cfg.non_query_penalty_gamma,
-    )  # fmt: skip
-
-
 class LocalGraph:
     """The local graph of one query over one space index."""
 
     def __init__(self, index: SpaceIndex, query_keywords: Collection[str], cfg: GraphSettings):
-        self.index = index
         self.cfg = cfg
         self.query = match_keys(query_keywords)
         self._arrays = index.fact_arrays()
         self._channels = index.derived(
-            "graph-channels", _settings_key(cfg), lambda: Channels(index, cfg)
+            "graph-channels", cfg.model_dump_json(), lambda: Channels(index, cfg)
         )
         ch = self._channels
         omega = ch.base_weight.copy()

@@ -263,35 +263,14 @@ class SpaceIndex:
     profiles: KindIndex[Profile] = field(init=False)
 
     def __post_init__(self) -> None:
-        self._turns: dict[int, dict[int, list[int]]] = {}
-        self._turns_key: int | None = None
-        self._arrays: tuple[int, FactArrays] | None = None
         self._derived: dict[str, tuple[Hashable, Any]] = {}
         self.facts = KindIndex(self.dimension, _fact_people, _fact_span)
         self.events = KindIndex(self.dimension, _event_people, _event_span)
         self.profiles = KindIndex(self.dimension, _profile_people)
 
-    def turn_map(self) -> dict[int, dict[int, list[int]]]:
-        """Fact rows by (session order, turn position), rebuilt after any change to the facts."""
-        key = self.facts.mutations
-        if self._turns_key != key:
-            turns: dict[int, dict[int, list[int]]] = {}
-            for row, fact in enumerate(self.facts.records):
-                if not self.facts.alive[row]:
-                    continue
-                by_pos = turns.setdefault(fact.source.session_seq, {})
-                for p in fact.source.positions:
-                    by_pos.setdefault(p, []).append(row)
-            self._turns, self._turns_key = turns, key
-        return self._turns
-
     def fact_arrays(self) -> FactArrays:
         """The graph stage's array view of the facts, rebuilt after any change to them."""
-        cached = self._arrays
-        if cached is None or cached[0] != self.facts.mutations:
-            cached = (self.facts.mutations, FactArrays(self.facts))
-            self._arrays = cached
-        return cached[1]
+        return self.derived("fact-arrays", None, lambda: FactArrays(self.facts))
 
     def derived(self, name: str, key: Hashable, build: Callable[[], T]) -> T:
         """A structure computed from this index (and `key`, e.g. the settings it used), kept
