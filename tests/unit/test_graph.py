@@ -295,3 +295,20 @@ def test_row_caps_keep_the_same_entries_with_the_partition_prefilter() -> None:
             filtered = _cap_rows(i[keep], j[keep], w[keep], cap, id_rank, (n, n)).toarray()
             assert np.array_equal(direct, filtered)
         assert _may_make_cap(i, w, 1).sum() < i.size  # it does drop entries
+
+
+def test_local_submatrix_equals_scipy_indexing_entry_for_entry() -> None:
+    from common.retrieval.graph import _submatrix
+
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        n = 50
+        dense = rng.random((n, n)) * (rng.random((n, n)) < 0.15)
+        matrix = sp.csr_matrix(dense)
+        local = rng.permutation(n)[: rng.integers(1, n)]
+        ours = _submatrix(matrix, local)
+        theirs = matrix[local][:, local].tocsr()
+        # same entries in the same stored order, so sums over rows add in the same order
+        assert np.array_equal(ours.indptr, theirs.indptr)
+        assert np.array_equal(ours.indices, theirs.indices)
+        assert np.array_equal(ours.data, theirs.data)
