@@ -193,8 +193,7 @@ class Channels:
             hi = np.searchsorted(key_arr, key_arr + d, side="right")
             counts = hi - lo
             src = np.repeat(row_arr, counts)
-            starts = np.repeat(lo - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
-            dst = row_arr[np.arange(counts.sum()) + starts]
+            dst = row_arr[_ranges(lo, counts)]
             parts_i += [src, dst]
             parts_j += [dst, src]
             parts_w += [np.full(src.size * 2, w)]
@@ -340,6 +339,12 @@ class LocalGraph:
         return GraphResult(rows=local.tolist(), activation=activation, edges=edges)
 
 
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The positions start, start+1, …, start+count−1 of every (start, count), concatenated."""
+    offsets = np.repeat(starts - (np.cumsum(counts) - counts), counts)
+    return offsets + np.arange(int(counts.sum()))
+
+
 def _submatrix(matrix: sp.csr_matrix, local: np.ndarray) -> sp.csr_matrix:
     """matrix[local][:, local] in one pass over the rows' entries: rows and columns renumbered
     to their positions in `local`, entries kept in stored order (scipy's two fancy-indexing
@@ -348,8 +353,7 @@ def _submatrix(matrix: sp.csr_matrix, local: np.ndarray) -> sp.csr_matrix:
     position[local] = np.arange(local.size)
     lo, hi = matrix.indptr[local], matrix.indptr[local + 1]
     counts = hi - lo
-    starts = np.repeat(lo - (np.cumsum(counts) - counts), counts)
-    take = starts + np.arange(int(counts.sum()))
+    take = _ranges(lo, counts)
     columns = position[matrix.indices[take]]
     keep = columns >= 0
     rows = np.repeat(np.arange(local.size), counts)[keep]
