@@ -236,21 +236,18 @@ class LocalGraph:
         return float(self._omega[j]) if j is not None else 0.0
 
     def _entity_edges(
-        self, rows: np.ndarray, among: np.ndarray | None
+        self, rows: np.ndarray, among_themselves: bool
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Σ ω(k) over shared keywords from each of `rows` to every fact (or to each of
-        `among`) as (row position, column, weight), without self-edges, person-gated."""
+        """Σ ω(k) over shared keywords from each of `rows` to every fact (or only to the other
+        `rows`, columns then being positions in `rows`) as (row position, column, weight),
+        without self-edges, person-gated."""
         ch = self._channels
         left = ch.incidence[rows]
-        if among is None:
-            right = ch.incidence_t
-        elif among is rows:
-            right = left.T.tocsr()  # before `left` is weighted; no second slice of the incidence
-        else:
-            right = ch.incidence[among].T.tocsr()
+        # the local block is the slice's own transpose, taken before `left` is weighted
+        right = left.T.tocsr() if among_themselves else ch.incidence_t
         left.data = left.data * self._omega[left.indices]
         sums = (left @ right).tocoo()
-        targets = sums.col if among is None else among[sums.col]
+        targets = rows[sums.col] if among_themselves else sums.col
         source = rows[sums.row]
         arrays = self._arrays
         shares = (arrays.people[source] & arrays.people[targets]).any(axis=1)
@@ -261,7 +258,7 @@ class LocalGraph:
     def entity_rows(self, rows: list[int]) -> sp.csr_matrix:
         """Entity neighbours of each of `rows` over the whole space: the heaviest
         max_neighbors_per_fact after the person gate, ties by fact id."""
-        i, j, w = self._entity_edges(np.asarray(rows, dtype=np.int64), None)
+        i, j, w = self._entity_edges(np.asarray(rows, dtype=np.int64), among_themselves=False)
         cap = self.cfg.max_neighbors_per_fact
         keep = _may_make_cap(i, w, cap)
         shape = (len(rows), self._channels.size)
@@ -280,7 +277,7 @@ class LocalGraph:
         """Entity edges among the local nodes: Σ ω(k) over shared keywords, person-gated,
         each row capped at its max_neighbors_per_fact heaviest (ties by fact id)."""
         rows = np.asarray(local, dtype=np.int64)
-        i, j, w = self._entity_edges(rows, rows)
+        i, j, w = self._entity_edges(rows, among_themselves=True)
         cap = self.cfg.max_neighbors_per_fact
         return _cap_rows(i, j, w, cap, self._arrays.id_rank[rows], (len(local), len(local)))
 
