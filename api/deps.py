@@ -13,9 +13,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.auth import Caller, KeyStore
 from common.celery_config import celery_config
+from common.producer import MemoryClient
 from common.settings import Settings
 from common.store.coordination import RedisCoordinator
-from workers.client import MemoryClient
 
 
 @dataclass

@@ -27,19 +27,19 @@ from common.celery_config import celery_config
 from common.embeddings import Embedder
 from common.inputs.formats import read_sessions
 from common.memory.changes import CommitStats
+from common.producer import MemoryClient
 from common.queues import Queue
 from common.settings import BrokerSettings, EmbeddingSettings, Settings, StoreSettings
 from common.store import keys, records
 from common.store.coordination import RedisCoordinator
 from common.store.qdrant import QdrantStore
-from workers.client import MemoryClient
 from workers.launch import ROOT, WorkerProcess
 
 LAYOUTS = {
     1: [("all", "ingest,extract,memory,profile,query")],
     2: [("extract", "extract"), ("memory", "ingest,memory,profile,query")],
 }
-SAMPLE = ROOT / "workers" / "samples" / "sample_conversation.json"
+SAMPLE = ROOT / "cli" / "samples" / "sample_conversation.json"
 
 
 def embedding_only_rate(texts: list[str]) -> float:

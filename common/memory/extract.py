@@ -115,14 +115,3 @@ def draft_session(
         )
         per_turn[key] += 1
     return drafts
-
-
-def draft_in_chunks(
-    ctx: MemoryContext, tenant: str, space: str, session: SessionInput
-) -> list[DraftFact]:
-    """The drafts of a whole session, computed chunk by chunk exactly as the extract tasks do."""
-    drafts: list[DraftFact] = []
-    size = ctx.settings.pipeline.extract_batch_turns
-    for chunk, skip in chunks(session, size, ctx.settings.memory.context_window_k):
-        drafts.extend(draft_session(ctx, tenant, space, chunk, skip))
-    return drafts

@@ -1,26 +1,13 @@
-"""Accepting a session into a space, and running all its stages in-line (no queues)."""
+"""Accepting a session into a space: its record, and whether it still needs work."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
 from common.errors import SessionConflict
-from common.llm import usage
-from common.memory.changes import CommitStats
-from common.memory.commit import commit_facts, profile_batch, resume
+from common.memory.commit import resume
 from common.memory.context import MemoryContext
-from common.memory.extract import draft_in_chunks
 from common.models import ids
 from common.models.session import SessionInput, SessionRecord
 from common.store import records
-
-
-@dataclass
-class IngestOutcome:
-    session_id: str
-    status: Literal["committed", "unchanged"]
-    stats: CommitStats
 
 
 def session_hash(session: SessionInput) -> str:
@@ -52,24 +39,6 @@ def accept(
         job_id=job_id,
     )
     return record, True
-
-
-def ingest_session(
-    ctx: MemoryContext, tenant: str, space: str, session: SessionInput
-) -> IngestOutcome:
-    """Run every stage a session still needs; re-ingesting a finished session does nothing."""
-    records.require_space(ctx.store, tenant, space)
-    record, pending = accept(ctx, tenant, space, session)
-    if not pending:
-        return IngestOutcome(session.session_id, "unchanged", CommitStats())
-    stats = CommitStats()
-    if record.status in ("accepted", "committing"):
-        with usage.metered() as extraction:
-            drafts = draft_in_chunks(ctx, tenant, space, session)
-        stats.add(commit_facts(ctx, record, drafts, extraction.as_counts()))
-    stats.add(profile_batch(ctx, record))
-    note_participants(ctx, tenant, space, session)
-    return IngestOutcome(session.session_id, "committed", stats)
 
 
 def note_participants(ctx: MemoryContext, tenant: str, space: str, session: SessionInput) -> None:

@@ -20,7 +20,6 @@ from common.memory.commit import commit_facts, profile_batch, profile_flush, res
 from common.memory.context import MemoryContext
 from common.memory.extract import chunks, draft_session
 from common.memory.ingest import accept, note_participants
-from common.models import ids
 from common.models.drafts import DraftFact
 from common.models.jobs import AcceptPayload, ExtractPayload
 from common.models.session import SessionInput
@@ -204,8 +203,3 @@ def profile_stage(
         return Next.DRAIN
     finally:
         coord.release(tenant, space, token)
-
-
-def job_id_for(tenant: str, space: str, session: SessionInput) -> str:
-    """Jobs are named by their session, so a resubmission is the same job."""
-    return ids.job_id(tenant, space, session.session_id)

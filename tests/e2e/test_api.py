@@ -16,7 +16,7 @@ from workers.launch import ROOT
 
 pytestmark = pytest.mark.integration
 
-SAMPLE = json.loads((ROOT / "workers" / "samples" / "sample_conversation.json").read_text())
+SAMPLE = json.loads((ROOT / "cli" / "samples" / "sample_conversation.json").read_text())
 
 
 def sessions() -> list[dict[str, Any]]:

@@ -93,12 +93,12 @@ def test_the_cli_runs_against_a_server(stack: Stack) -> None:
         "ATOMMEM_API__KEY": _key(stack, "cli"),
     }
     sample = (
-        Path(__file__).resolve().parents[2] / "workers" / "samples" / "sample_conversation.json"
+        Path(__file__).resolve().parents[2] / "cli" / "samples" / "sample_conversation.json"
     )
 
     def atommem(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "workers.cli", *args],
+            [sys.executable, "-m", "cli", *args],
             capture_output=True, text=True, env=env, timeout=600, check=False,
         )  # fmt: skip
 

@@ -11,12 +11,12 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-SAMPLE = Path(__file__).resolve().parents[2] / "workers" / "samples" / "sample_conversation.json"
+SAMPLE = Path(__file__).resolve().parents[2] / "cli" / "samples" / "sample_conversation.json"
 
 
 def run(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "workers.cli", "--quiet", "--data-dir", str(data), *args],
+        [sys.executable, "-m", "cli", "--quiet", "--data-dir", str(data), *args],
         capture_output=True,
         text=True,
         timeout=300,

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 
 
 def cli(data: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "workers.cli", "--quiet", "--data-dir", str(data), *args]
+    return [sys.executable, "-m", "cli", "--quiet", "--data-dir", str(data), *args]
 
 
 def done_jobs(journal: Path) -> int:

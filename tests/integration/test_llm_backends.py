@@ -60,7 +60,7 @@ CONVERSATION = {
 
 def run(data: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "workers.cli", "--quiet", "--data-dir", str(data), *args],
+        [sys.executable, "-m", "cli", "--quiet", "--data-dir", str(data), *args],
         capture_output=True,
         text=True,
         timeout=900,

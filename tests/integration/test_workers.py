@@ -13,13 +13,13 @@ from celery import Celery
 
 from common.celery_config import celery_config
 from common.inputs.formats import read_sessions
+from common.producer import MemoryClient
 from common.settings import BrokerSettings, Settings, StoreSettings
 from common.store import records
 from common.store.coordination import RedisCoordinator
 from common.store.qdrant import QdrantStore
 from tests.integration.conftest import ROOT, WorkerProcess, worker_env
 from tests.integration.memory_dump import dump
-from workers.client import MemoryClient
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +32,7 @@ def embedded_reference(data: Path, files: list[Path]) -> None:
         [
             sys.executable,
             "-m",
-            "workers.cli",
+            "cli",
             "--quiet",
             "--data-dir",
             str(data),
@@ -137,7 +137,7 @@ def test_worker_killed_mid_ingest_loses_and_duplicates_nothing(
 
 
 def test_failed_jobs_say_why_and_retry_without_duplicates(tmp_path: Path, redis_url: str) -> None:
-    sample = ROOT / "workers" / "samples" / "sample_conversation.json"
+    sample = ROOT / "cli" / "samples" / "sample_conversation.json"
     embedded_reference(tmp_path / "embedded", [sample])
 
     queued = tmp_path / "queued"

@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.bench.metrics import bleu1, f1, percentiles, recall_at_k
-from common.errors import InvalidInput
-from workers.bench.locomo import (
+from bench.locomo import (
     check_variants,
     load_conversations,
     result_document,
     run_raw_turns,
     summarize,
 )
+from bench.metrics import bleu1, f1, percentiles, recall_at_k
+from common.errors import InvalidInput
 
 CONVERSATION = {
     "sample_id": "tiny",
@@ -120,7 +120,7 @@ def test_answer_scores() -> None:
 
 
 def test_llm_summary_totals_and_rates() -> None:
-    from workers.bench.locomo import llm_summary
+    from bench.locomo import llm_summary
 
     counts = {
         "llm.extract.calls": 6,

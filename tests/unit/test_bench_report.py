@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from common.bench.report import (
+from bench.report import (
     PAPER_TABLE2,
     load_results,
     plot_recall,

@@ -105,7 +105,7 @@ def test_multi_session_inherits_participants(tmp_path: Path) -> None:
 
 
 def test_sample_conversation_reads() -> None:
-    out = read_sessions(Path(__file__).parents[2] / "workers/samples/sample_conversation.json")
+    out = read_sessions(Path(__file__).parents[2] / "cli/samples/sample_conversation.json")
     assert out.space == "demo"
     assert [s.session_id for s in out.sessions] == ["s1", "s2", "s3", "s4"]
     assert [len(s.turns) for s in out.sessions] == [6, 5, 5, 4]

@@ -14,11 +14,11 @@ from common.models.jobs import AdminPayload, ReadPayload
 from common.queues import Queue, TaskName
 from common.store.qdrant import Kind
 from workers import runtime
-from workers.celery_app import app, observe_wait
-from workers.tasks.pipeline import RETRY
+from workers.celery_app import observe_wait
+from workers.tasks.policy import task
 
 
-@app.task(name=TaskName.READ.value, bind=True, acks_late=True, reject_on_worker_lost=True, **RETRY)
+@task(TaskName.READ, reply=True)
 def read_memory(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Spaces, facts, events or profiles as stored; read-only, so safe to run twice."""
     p = ReadPayload.model_validate(payload)
@@ -29,7 +29,7 @@ def read_memory(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
         return failure(exc)
 
 
-@app.task(name=TaskName.PING.value, bind=True, acks_late=False, **RETRY)
+@task(TaskName.PING, reply=True, acks_late=False, reject_on_worker_lost=False)
 def ping(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """A worker answers and reaches the store (readiness)."""
     try:
@@ -39,15 +39,7 @@ def ping(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     return {"worker": True, "store": True}
 
 
-@app.task(
-    name=TaskName.ADMIN.value,
-    bind=True,
-    acks_late=True,
-    reject_on_worker_lost=True,
-    max_retries=150,
-    autoretry_for=RETRY["autoretry_for"],
-    retry_backoff=True,
-)
+@task(TaskName.ADMIN, reply=True, max_retries=150)  # waits out a commit holding the lock
 def admin(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Create a space or erase under the space's lock (waiting, without blocking a slot,
     while a commit holds it). Erasure recomputes from what is stored, so a rerun after a

@@ -13,13 +13,11 @@ from common.retrieval.search import ask as ask_memory
 from common.retrieval.search import ask_response, search_response
 from common.retrieval.search import search as search_memory
 from workers import runtime
-from workers.celery_app import app, observe_wait
-from workers.tasks.pipeline import RETRY
+from workers.celery_app import observe_wait
+from workers.tasks.policy import task
 
 
-@app.task(
-    name=TaskName.SEARCH.value, bind=True, acks_late=True, reject_on_worker_lost=True, **RETRY
-)
+@task(TaskName.SEARCH, reply=True)
 def search(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Ranked facts for a question; errors come back as {"error": message}."""
     p = QueryPayload.model_validate(payload)
@@ -31,7 +29,7 @@ def search(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     return search_response(result).model_dump(mode="json")
 
 
-@app.task(name=TaskName.ASK.value, bind=True, acks_late=True, reject_on_worker_lost=True, **RETRY)
+@task(TaskName.ASK, reply=True)
 def ask(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """An answer with its evidence; errors come back as {"error": message}."""
     p = QueryPayload.model_validate(payload)

@@ -1,4 +1,4 @@
-"""Benchmarks that drive the worker system: LoCoMo recall and scale."""
+"""Submit a benchmark's sessions as production does and wait for every job."""
 
 from __future__ import annotations
 

@@ -18,14 +18,14 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from common.bench.metrics import CATEGORIES, bleu1, f1, percentiles, recall_at_k
+from bench.ingest import ingest_jobs
+from bench.metrics import CATEGORIES, bleu1, f1, percentiles, recall_at_k
 from common.errors import InvalidInput
 from common.inputs.formats import SpaceInput, load_json, read_sessions
 from common.llm import usage
 from common.models.session import Turn
 from common.store import records
 from common.store.qdrant import Kind
-from workers.bench import ingest_jobs
 
 MEMORY_VARIANTS = ("full", "flat", "no-graph", "no-profile")
 VARIANTS = (*MEMORY_VARIANTS, "raw-turns")

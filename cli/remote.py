@@ -12,10 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from api.client import AtomMem, ConflictError
+from cli.output import show_answer, show_search
 from common.errors import InvalidInput
 from common.inputs.formats import read_sessions
 from common.settings import Settings
-from workers.cli import show_answer, show_search
 
 
 def client(settings: Settings) -> AtomMem:

@@ -9,7 +9,7 @@ from typing import Any
 from celery import Celery
 
 from common.errors import AtomMemError, Conflict, InvalidInput, NotFound
-from common.memory.stages import job_id_for
+from common.models import ids
 from common.models.jobs import (
     FINISHED,
     AcceptPayload,
@@ -67,7 +67,7 @@ class MemoryClient:
         jobs, payloads = [], []
         for space, session in items:
             job = Job(
-                job_id=job_id_for(tenant, space, session),
+                job_id=ids.job_id(tenant, space, session.session_id),
                 tenant=tenant,
                 space=space,
                 session_id=session.session_id,

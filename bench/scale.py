@@ -17,12 +17,12 @@ from typing import Any
 
 from tqdm import tqdm
 
-from common.bench.metrics import percentiles
+from bench.ingest import ingest_jobs
+from bench.metrics import percentiles
 from common.errors import InvalidInput
 from common.models.session import SessionInput, Turn
 from common.store import records
 from common.store.qdrant import Kind
-from workers.bench import ingest_jobs
 
 PEOPLE = ("Ava", "Noah")
 ACTIONS = (

@@ -1,0 +1,155 @@
+"""`atommem bench`: LoCoMo recall, synthetic scale and the report, driven through the
+production task graph."""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import shlex
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from bench import locomo, scale
+from bench.report import write_report
+from cli.context import context, producer, setup, store_reachable
+from common.errors import InvalidInput
+from common.memory.context import MemoryContext
+from common.settings import get_settings
+from workers import runtime
+
+
+def _bench_setup(args: argparse.Namespace) -> tuple[str, MemoryContext]:
+    """Tenant and store for a benchmark: a throwaway data dir unless one is given, the store
+    reachable from here (spaces are created and counted), the model loaded before any clock."""
+    if not args.data_dir:
+        args.data_dir = tempfile.mkdtemp(prefix="atommem-bench-")
+        atexit.register(shutil.rmtree, args.data_dir, True)
+    tenant = setup(args)
+    if not store_reachable():
+        raise InvalidInput(
+            "the benchmark creates spaces and counts memory, so it needs the store: run it "
+            "embedded, or with a Qdrant server URL next to the broker"
+        )
+    ctx = context()
+    ctx.embedder.encode([])
+    return tenant, ctx
+
+
+def cmd_bench_locomo(args: argparse.Namespace) -> int:
+    """Build one memory per conversation, ask every question per variant, write the results."""
+    variants = locomo.check_variants(args.variant)
+    facts = Path(args.facts) if args.facts else None
+    conversations = locomo.load_conversations(Path(args.conversations), facts)
+    many = len(variants) > 1
+    out = Path(args.out)
+    if many and out.suffix == ".json":
+        raise InvalidInput("--out names a directory when several variants run")
+    if args.reuse and not args.data_dir and get_settings().store.qdrant_url is None:
+        raise InvalidInput("--reuse queries spaces built before: pass the --data-dir holding them")
+    if args.judge and not args.answer:
+        raise InvalidInput("--judge grades answers: add --answer")
+    if args.judge and get_settings().llm.backend == "rules":
+        raise InvalidInput("--judge needs an LLM backend (ATOMMEM_LLM__BACKEND=openai)")
+    tenant, ctx = _bench_setup(args)
+    judge = getattr(ctx.backend, "judge", None) if args.judge else None
+    settings = runtime.settings()
+    ingest_stats = None
+    memory_variants = [v for v in variants if v in locomo.MEMORY_VARIANTS]
+    client = producer() if memory_variants else None
+    if memory_variants:
+        if args.reuse:
+            ingest_stats = locomo.counts(ctx.store, tenant, conversations, None)
+        else:
+            ingest_stats = locomo.ingest(client, ctx.store, tenant, conversations, args.quiet)
+            print(
+                f"ingest: {ingest_stats['facts']} facts, {ingest_stats['events']} events, "
+                f"{ingest_stats['profiles']} profiles in {ingest_stats['seconds']} s "
+                f"({ingest_stats['facts_per_s']} facts/s)",
+                file=sys.stderr,
+            )
+        for conv in conversations[:1]:  # warm the query worker and the space index
+            for _, qa in conv.questions[:5]:
+                client.search(tenant, conv.name, qa["question"])
+    command = "atommem " + shlex.join(sys.argv[1:])
+    used = {
+        "similarity": settings.similarity.model_dump(),
+        "retrieval": settings.retrieval.model_dump(),
+        "graph": settings.graph.model_dump(),
+        "llm_backend": settings.llm.backend,
+        "embedding_model": str(settings.embedding.model_path),
+    }
+    print(f"{'variant':<11} " + " ".join(f"{c:>11}" for c in (*CATEGORY_NAMES, "overall")))
+    for variant in variants:
+        if variant == "raw-turns":
+            rows, stages = locomo.run_raw_turns(
+                ctx.embedder.encode, conversations, args.k, args.quiet
+            )
+            doc = locomo.result_document(variant, args.k, command, rows, stages, None, used)
+        else:
+            rows, stages = locomo.run_memory_variant(
+                client, tenant, conversations, variant, args.k, args.answer, args.quiet, judge
+            )
+            doc = locomo.result_document(variant, args.k, command, rows, stages, ingest_stats, used)
+        path = locomo.out_path(out, variant, many)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        summary = doc["summary"]
+        print(
+            f"{variant:<11} "
+            + " ".join(_cell(summary[c]["recall"]) for c in (*CATEGORY_NAMES, "overall"))
+        )
+    print(f"results: {out}", file=sys.stderr)
+    return 0
+
+
+CATEGORY_NAMES = ("single_hop", "multi_hop", "temporal", "open_domain")
+
+
+def _cell(value: float | None) -> str:
+    return f"{value:>11.2f}" if value is not None else f"{'-':>11}"
+
+
+def cmd_bench_scale(args: argparse.Namespace) -> int:
+    """Synthetic spaces of growing size: ingest rate and query latency at each."""
+    sizes = sorted(set(args.sizes))
+    if not sizes or sizes[0] < scale.FACTS_PER_TURN or args.queries < 1:
+        raise InvalidInput("--sizes must be positive fact counts and --queries at least 1")
+    tenant, ctx = _bench_setup(args)
+    client = producer()
+    rows = []
+    out = Path(args.out)
+    for size in sizes:
+        row = scale.run_size(client, ctx.store, tenant, size, args.queries, args.seed, args.quiet)
+        rows.append(row)
+        lat = row["latency_ms"]
+        print(
+            f"{size:>8} facts: ingest {row['facts_per_s']:.1f} facts/s, query p50 "
+            f"{lat['through_query_worker']['p50']:.1f} ms p95 "
+            f"{lat['through_query_worker']['p95']:.1f} ms, graph p50 {lat['graph']['p50']:.1f} ms"
+        )
+        doc = {
+            "benchmark": "scale",
+            "command": "atommem " + shlex.join(sys.argv[1:]),
+            "broker": "embedded" if runtime.settings().broker.url is None else "redis",
+            "sizes": rows,
+            "growth": scale.growth(rows),
+        }
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")  # after every size
+    print(f"results: {out}", file=sys.stderr)
+    return 0
+
+
+def cmd_bench_report(args: argparse.Namespace) -> int:
+    paths: list[Path] = []
+    for raw in args.results:
+        path = Path(raw)
+        paths.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
+    if not paths:
+        raise InvalidInput("no result files given")
+    markdown, plot = write_report(paths, Path(args.out))
+    print(f"wrote {markdown} and {plot}")
+    return 0

@@ -1,0 +1,167 @@
+"""The `atommem` command: ingest sessions through the task graph, inspect memory, query.
+
+With no broker configured everything runs in this process (an embedded worker over an
+in-memory broker); with `ATOMMEM_BROKER__URL` set, sessions go to the Redis queues and the
+command waits for the workers. With `ATOMMEM_API__URL` set, the commands a server offers go
+through the SDK instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from cli import remote
+from cli.bench import cmd_bench_locomo, cmd_bench_report, cmd_bench_scale
+from cli.demo import cmd_demo
+from cli.local import (
+    cmd_ask,
+    cmd_delete,
+    cmd_events,
+    cmd_facts,
+    cmd_ingest,
+    cmd_job,
+    cmd_profile_batch,
+    cmd_profiles,
+    cmd_resume,
+    cmd_search,
+    cmd_space,
+    cmd_stats,
+)
+from common.errors import AtomMemError, InvalidInput
+from common.settings import get_settings
+
+
+def _remote(args: argparse.Namespace) -> int:
+    """The command against the server named by ATOMMEM_API__URL, through the SDK."""
+    name = args.func.__name__.removeprefix("cmd_").replace("_", "-")
+    if name not in remote.COMMANDS:
+        raise InvalidInput(
+            f"`atommem {name}` runs against the store or queues, not a server: "
+            "unset ATOMMEM_API__URL"
+        )
+    with remote.client(get_settings()) as mem:
+        return remote.COMMANDS[name](mem, args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="atommem", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--data-dir", help="directory for the local store and job journal")
+    parser.add_argument("--tenant", help="tenant (default from settings)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("ingest", help="ingest session files (session JSON, LoCoMo, pre-extracted)")
+    p.add_argument("paths", nargs="+", help="files or directories of .json files")
+    p.add_argument("--space", help="target space (default: the name the file gives)")
+    p.add_argument(
+        "--format", default="auto", choices=["auto", "session", "locomo", "locomo-facts"]
+    )
+    p.add_argument("--create-space", action="store_true", help="create the space if it is missing")
+    p.set_defaults(func=cmd_ingest)
+
+    for name, func, help_text in (
+        ("facts", cmd_facts, "list a space's facts"),
+        ("events", cmd_events, "list a space's events"),
+        ("profiles", cmd_profiles, "list a space's profiles with their history"),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("--space", required=True)
+        p.add_argument("--limit", type=int, default=1_000_000)
+        p.add_argument("--json", action="store_true")
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("search", help="ranked facts for a question (query queue)")
+    p.add_argument("--space", required=True)
+    p.add_argument("--k", type=int, default=None)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("question")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("ask", help="an answer from memory with its evidence (query queue)")
+    p.add_argument("--space", required=True)
+    p.add_argument("question")
+    p.set_defaults(func=cmd_ask)
+
+    p = sub.add_parser("profile-batch", help="run the profile batch of a space now")
+    p.add_argument("--space", required=True)
+    p.set_defaults(func=cmd_profile_batch)
+
+    p = sub.add_parser("stats", help="counts per space")
+    p.add_argument("--space")
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("space", help="create or list spaces")
+    p.add_argument("action", choices=["create", "list"])
+    p.add_argument("name", nargs="?")
+    p.set_defaults(func=cmd_space)
+
+    p = sub.add_parser("job", help="show a job's state, or retry a failed one")
+    p.add_argument("action", choices=["show", "retry"])
+    p.add_argument("job_id")
+    p.set_defaults(func=cmd_job)
+
+    p = sub.add_parser("delete", help="erase a fact, a session or a whole space everywhere")
+    p.add_argument("--space", required=True)
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--fact", help="a fact id")
+    target.add_argument("--session", help="a session id: its contribution to the space")
+    target.add_argument("--everything", action="store_true", help="the space itself")
+    p.set_defaults(func=cmd_delete)
+
+    p = sub.add_parser("resume", help="finish the jobs an interrupted embedded run left")
+    p.set_defaults(func=cmd_resume)
+
+    p = sub.add_parser("demo", help="ingest the bundled sample conversation and answer questions")
+    p.set_defaults(func=cmd_demo)
+
+    bench = sub.add_parser("bench", help="benchmarks: LoCoMo recall, report").add_subparsers(
+        dest="bench", required=True
+    )
+    p = bench.add_parser(
+        "locomo", help="Recall@k by category per variant on LoCoMo-format conversations"
+    )
+    p.add_argument("--conversations", required=True, help="a LoCoMo .json file or a directory")
+    p.add_argument("--facts", help="directory of pre-extracted facts with the same file names")
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="full, flat, no-graph, no-profile, raw-turns or all (repeatable; default all)",
+    )
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--answer", action="store_true", help="also answer and score F1 and BLEU-1")
+    p.add_argument(
+        "--judge", action="store_true", help="with --answer and an LLM backend: LLM judge (J)"
+    )
+    p.add_argument("--reuse", action="store_true", help="query the spaces already in --data-dir")
+    p.add_argument("--out", required=True, help="result file (one variant) or directory (several)")
+    p.set_defaults(func=cmd_bench_locomo)
+    p = bench.add_parser("scale", help="ingest rate and query latency on growing synthetic spaces")
+    p.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
+    p.add_argument("--queries", type=int, default=200, help="questions per size")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--out", required=True, help="result file (rewritten after every size)")
+    p.set_defaults(func=cmd_bench_scale)
+    p = bench.add_parser("report", help="markdown table and PNG plot from result files")
+    p.add_argument("results", nargs="+", help="result files or directories of them")
+    p.add_argument("--out", required=True, help="directory for report.md and the plot")
+    p.set_defaults(func=cmd_bench_report)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if get_settings().api.url:
+            return _remote(args)
+        return int(args.func(args))
+    except AtomMemError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: run the same command again to resume", file=sys.stderr)
+        return 130

@@ -1,0 +1,55 @@
+"""How the command line prints search results, answers, profiles and model usage."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from common.llm import usage
+from common.models.memory import Profile
+
+
+def print_profile(profile: Profile) -> None:
+    print(f"* {profile.person}: {profile.content}  (since {profile.t_from})")
+    for version in profile.history:
+        print(f"    {version.t_from} .. {version.t_to}: {version.content}")
+
+
+def print_hits(result: dict[str, Any], limit: int | None = None) -> None:
+    for rank, hit in enumerate(result["hits"][:limit], 1):
+        print(f"  {rank:2d}. {hit['score']:.3f}  {hit['text']}  [{','.join(hit['turn_ids'])}]")
+    for profile in result["profiles"][:limit]:
+        since = profile["valid_from"]
+        print(f"  profile {profile['person']} (valid from {since}): {profile['content']}")
+
+
+def show_search(args: argparse.Namespace, result: dict[str, Any]) -> int:
+    if args.json:
+        print(json.dumps(result["hits"]))
+        return 0
+    print(f"Q: {args.question}")
+    print_hits(result)
+    return 0
+
+
+def show_answer(args: argparse.Namespace, result: dict[str, Any]) -> int:
+    print(f"Q: {args.question}\nA: {result['answer']}")
+    line = usage_line(result.get("llm_usage", {}))
+    if line:
+        print(f"  ({line})")
+    print("  evidence:")
+    print_hits(result)
+    return 0
+
+
+def usage_line(counts: dict[str, int]) -> str:
+    """`llm: 12 calls (3 skipped), 4,210 prompt + 512 completion tokens`, or "" when none."""
+    spent = usage.Usage.from_counts(counts)
+    if not spent.total("calls"):
+        return ""  # the `rules` backend: no model calls to report
+    return (
+        f"llm: {spent.total('calls')} calls ({spent.total('skipped')} skipped), "
+        f"{spent.total('prompt_tokens'):,} prompt + "
+        f"{spent.total('completion_tokens'):,} completion tokens"
+    )

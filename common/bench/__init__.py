@@ -1,1 +1,0 @@
-"""Benchmark helpers: reporting of LoCoMo result files."""

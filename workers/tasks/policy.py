@@ -1,0 +1,83 @@
+"""The policy every task shares: how it is registered (acks, retries, results), what counts as
+transient, how a permanent error ends its job, and how a step sends the next one by name."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from celery import Task
+from qdrant_client.http.exceptions import ResponseHandlingException
+
+from common.errors import AtomMemError
+from common.memory import stages
+from common.models.jobs import AcceptPayload, ExtractPayload, SpacePayload
+from common.queues import TaskName
+from workers import runtime
+from workers.celery_app import app
+
+# Transient: the broker, Redis or a Qdrant server briefly unreachable. Everything else is
+# permanent and fails the job with its message at once.
+TRANSIENT = (redis.ConnectionError, redis.TimeoutError, ConnectionError, ResponseHandlingException)
+RETRY: dict[str, Any] = {
+    "autoretry_for": TRANSIENT,
+    "retry_backoff": True,
+    "retry_backoff_max": 60,
+    "retry_jitter": True,
+    "max_retries": 5,
+}
+
+
+def task(name: TaskName, *, reply: bool = False, **overrides: Any) -> Callable[..., Task]:
+    """Register a task under its stable name: bound, acked late and rejected when its worker is
+    lost (so a killed worker's task is redelivered: every task is idempotent), transient errors
+    retried with backoff. Pipeline steps ignore their results; `reply` tasks keep theirs."""
+    options: dict[str, Any] = {
+        "name": name.value,
+        "bind": True,
+        "acks_late": True,
+        "reject_on_worker_lost": True,
+        "ignore_result": not reply,
+        **RETRY,
+    }
+    options.update(overrides)
+    return app.task(**options)  # type: ignore[no-any-return]
+
+
+def send(name: TaskName, payload: Any, countdown: float | None = None) -> None:
+    """Send the next step by name, stamped with when it was queued."""
+    body = payload.model_copy(update={"enqueued_at": time.time()}).model_dump(mode="json")
+    app.send_task(name.value, kwargs={"payload": body}, countdown=countdown)
+
+
+def send_drain(tenant: str, space: str, countdown: float | None = None) -> None:
+    send(TaskName.DRAIN, SpacePayload(enqueued_at=0.0, tenant=tenant, space=space), countdown)
+
+
+def reason(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, AtomMemError) else f"{type(exc).__name__}: {exc}"
+
+
+@dataclass
+class Outcome:
+    failed: bool = False
+
+
+@contextmanager
+def job_fails_on_permanent_error(p: AcceptPayload | ExtractPayload) -> Iterator[Outcome]:
+    """Run a session's step: a transient error propagates (Celery retries it); any other
+    error fails the job with its reason and asks for a drain, so the space moves on."""
+    outcome = Outcome()
+    try:
+        yield outcome
+    except TRANSIENT:
+        raise
+    except Exception as exc:  # permanent: the job says why, the space moves on
+        coord = runtime.coordinator()
+        stages.fail_job(coord, p.tenant, p.space, p.session.session_id, p.job_id, reason(exc))
+        send_drain(p.tenant, p.space)
+        outcome.failed = True
