@@ -4,12 +4,13 @@
     mem = AtomMem("http://127.0.0.1:8080", api_key="amk_...")
     mem.create_space("alice")
     job = mem.add("alice", session)            # a finished session (dict or SessionInput)
-    mem.wait(job["job_id"])
-    mem.search("alice", "Where does Priya live?")["hits"]
-    mem.ask("alice", "Where does Priya live?")["answer"]
-    mem.get_all("alice")                        # every fact (or kind="events"/"profiles")
-    mem.history("alice", fact_id); mem.delete("alice", fact_id=fact_id)
+    mem.wait(job.job_id)
+    mem.search("alice", "Where does Priya live?").hits
+    mem.ask("alice", "Where does Priya live?").answer
+    facts = mem.get_all("alice")               # every Fact (or kind="events"/"profiles")
+    mem.history("alice", facts[0].id); mem.delete("alice", fact_id=facts[0].id)
 
+Replies are the server's pydantic models (`Job`, `SearchResponse`, `Fact`, `Space`, ...).
 `AsyncAtomMem` has the same methods as coroutines. Errors raise `ApiError` subclasses that
 match the server's classes: `NotFoundError` (404), `ConflictError` (409), `InvalidError`
 (413/422/400), `RateLimited` (429, with `retry_after`), `ApiError` otherwise.
@@ -21,15 +22,28 @@ import asyncio
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import httpx
 from pydantic import BaseModel
 
 from common.errors import AtomMemError
+from common.models.jobs import FINISHED, Job
+from common.models.memory import Event, Fact, Profile
+from common.models.query import AskResponse, SearchResponse
+from common.models.responses import ErasureReceipt, FactHistory, Page, Space, SpaceList
 
 Kind = Literal["facts", "events", "profiles"]
-FINISHED = ("done", "failed")
+RECORDS: dict[Kind, type[Fact] | type[Event] | type[Profile]] = {
+    "facts": Fact,
+    "events": Event,
+    "profiles": Profile,
+}
+PAGES: dict[Kind, type[Page[Any]]] = {
+    "facts": Page[Fact],
+    "events": Page[Event],
+    "profiles": Page[Profile],
+}
 PAGE = 500
 
 
@@ -166,16 +180,16 @@ class _Waiting:
     def __init__(self, job_ids: str | Iterable[str], timeout: float) -> None:
         self.order = [job_ids] if isinstance(job_ids, str) else list(job_ids)
         self.deadline = time.monotonic() + timeout
-        self.finished: dict[str, dict[str, Any]] = {}
+        self.finished: dict[str, Job] = {}
 
     def todo(self) -> list[str]:
         return [j for j in self.order if j not in self.finished]
 
-    def saw(self, job: dict[str, Any]) -> None:
-        if job["state"] in FINISHED:
-            self.finished[job["job_id"]] = job
+    def saw(self, job: Job) -> None:
+        if job.state in FINISHED:
+            self.finished[job.job_id] = job
 
-    def result(self) -> list[dict[str, Any]] | None:
+    def result(self) -> list[Job] | None:
         """Every job once all finished; None while some run; TimeoutError past the deadline."""
         if len(self.finished) == len(self.order):
             return [self.finished[j] for j in self.order]
@@ -187,13 +201,15 @@ class _Waiting:
 class _Pages:
     """The bookkeeping of `get_all`."""
 
-    def __init__(self) -> None:
-        self.items: list[dict[str, Any]] = []
+    def __init__(self, kind: Kind) -> None:
+        self.page = PAGES[kind]
+        self.items: list[Any] = []
 
-    def add(self, page: dict[str, Any]) -> bool:
+    def add(self, reply: Any) -> bool:
         """Take a page; True once every item is in."""
-        self.items += page["items"]
-        return not page["items"] or len(self.items) >= page["total"]
+        page = self.page.model_validate(reply)
+        self.items += page.items
+        return not page.items or len(self.items) >= page.total
 
 
 class AtomMem:
@@ -228,28 +244,28 @@ class AtomMem:
         )
         return result(response)
 
-    def create_space(self, name: str) -> dict[str, Any]:
-        return self._do(Calls.create_space(name))  # type: ignore[no-any-return]
+    def create_space(self, name: str) -> Space:
+        return Space.model_validate(self._do(Calls.create_space(name)))
 
-    def list_spaces(self) -> list[dict[str, Any]]:
-        return self._do(Calls.list_spaces())["items"]  # type: ignore[no-any-return]
+    def list_spaces(self) -> list[Space]:
+        return SpaceList.model_validate(self._do(Calls.list_spaces())).items
 
-    def get_space(self, space: str) -> dict[str, Any]:
-        return self._do(Calls.get_space(space))  # type: ignore[no-any-return]
+    def get_space(self, space: str) -> Space:
+        return Space.model_validate(self._do(Calls.get_space(space)))
 
-    def delete_space(self, space: str) -> dict[str, Any]:
-        return self._do(Calls.delete_space(space))  # type: ignore[no-any-return]
+    def delete_space(self, space: str) -> ErasureReceipt:
+        return ErasureReceipt.model_validate(self._do(Calls.delete_space(space)))
 
-    def add(self, space: str, session: dict[str, Any] | BaseModel) -> dict[str, Any]:
+    def add(self, space: str, session: dict[str, Any] | BaseModel) -> Job:
         """Queue a finished session; returns its job (poll it, or `wait`)."""
-        return self._do(Calls.add(space, session))  # type: ignore[no-any-return]
+        return Job.model_validate(self._do(Calls.add(space, session)))
 
-    def job(self, job_id: str) -> dict[str, Any]:
-        return self._do(Calls.job(job_id))  # type: ignore[no-any-return]
+    def job(self, job_id: str) -> Job:
+        return Job.model_validate(self._do(Calls.job(job_id)))
 
     def wait(
         self, job_ids: str | Iterable[str], timeout: float = 600.0, poll: float = 0.5
-    ) -> list[dict[str, Any]]:
+    ) -> list[Job]:
         """Block until every job is done or failed; TimeoutError names how many are not."""
         waiting = _Waiting(job_ids, timeout)
         while True:
@@ -262,33 +278,45 @@ class AtomMem:
 
     def search(
         self, space: str, question: str, k: int | None = None, mode: str | None = None
-    ) -> dict[str, Any]:
-        return self._do(Calls.search(space, question, k, mode))  # type: ignore[no-any-return]
+    ) -> SearchResponse:
+        return SearchResponse.model_validate(self._do(Calls.search(space, question, k, mode)))
 
     def ask(
         self, space: str, question: str, k: int | None = None, mode: str | None = None
-    ) -> dict[str, Any]:
-        return self._do(Calls.ask(space, question, k, mode))  # type: ignore[no-any-return]
+    ) -> AskResponse:
+        return AskResponse.model_validate(self._do(Calls.ask(space, question, k, mode)))
 
-    def get_all(self, space: str, kind: Kind = "facts") -> list[dict[str, Any]]:
+    @overload
+    def get_all(self, space: str, kind: Literal["facts"] = ...) -> list[Fact]: ...
+    @overload
+    def get_all(self, space: str, kind: Literal["events"]) -> list[Event]: ...
+    @overload
+    def get_all(self, space: str, kind: Literal["profiles"]) -> list[Profile]: ...
+    def get_all(self, space: str, kind: Kind = "facts") -> list[Any]:
         """Every fact (or event, or profile) of the space, page by page."""
-        pages = _Pages()
+        pages = _Pages(kind)
         while not pages.add(self._do(Calls.page(space, kind, len(pages.items)))):
             pass
         return pages.items
 
-    def get(self, space: str, item_id: str, kind: Kind = "facts") -> dict[str, Any]:
-        return self._do(Calls.get(space, item_id, kind))  # type: ignore[no-any-return]
+    @overload
+    def get(self, space: str, item_id: str, kind: Literal["facts"] = ...) -> Fact: ...
+    @overload
+    def get(self, space: str, item_id: str, kind: Literal["events"]) -> Event: ...
+    @overload
+    def get(self, space: str, item_id: str, kind: Literal["profiles"]) -> Profile: ...
+    def get(self, space: str, item_id: str, kind: Kind = "facts") -> Fact | Event | Profile:
+        return RECORDS[kind].model_validate(self._do(Calls.get(space, item_id, kind)))
 
-    def history(self, space: str, fact_id: str) -> dict[str, Any]:
+    def history(self, space: str, fact_id: str) -> FactHistory:
         """A fact's earlier texts and which session replaced each, with its provenance."""
-        return self._do(Calls.history(space, fact_id))  # type: ignore[no-any-return]
+        return FactHistory.model_validate(self._do(Calls.history(space, fact_id)))
 
     def delete(
         self, space: str, fact_id: str | None = None, session_id: str | None = None
-    ) -> dict[str, Any]:
+    ) -> ErasureReceipt:
         """Erase a fact, or a session's contribution; returns what was removed."""
-        return self._do(Calls.delete(space, fact_id, session_id))  # type: ignore[no-any-return]
+        return ErasureReceipt.model_validate(self._do(Calls.delete(space, fact_id, session_id)))
 
 
 class AsyncAtomMem:
@@ -323,27 +351,27 @@ class AsyncAtomMem:
         )
         return result(response)
 
-    async def create_space(self, name: str) -> dict[str, Any]:
-        return await self._do(Calls.create_space(name))  # type: ignore[no-any-return]
+    async def create_space(self, name: str) -> Space:
+        return Space.model_validate(await self._do(Calls.create_space(name)))
 
-    async def list_spaces(self) -> list[dict[str, Any]]:
-        return (await self._do(Calls.list_spaces()))["items"]  # type: ignore[no-any-return]
+    async def list_spaces(self) -> list[Space]:
+        return SpaceList.model_validate(await self._do(Calls.list_spaces())).items
 
-    async def get_space(self, space: str) -> dict[str, Any]:
-        return await self._do(Calls.get_space(space))  # type: ignore[no-any-return]
+    async def get_space(self, space: str) -> Space:
+        return Space.model_validate(await self._do(Calls.get_space(space)))
 
-    async def delete_space(self, space: str) -> dict[str, Any]:
-        return await self._do(Calls.delete_space(space))  # type: ignore[no-any-return]
+    async def delete_space(self, space: str) -> ErasureReceipt:
+        return ErasureReceipt.model_validate(await self._do(Calls.delete_space(space)))
 
-    async def add(self, space: str, session: dict[str, Any] | BaseModel) -> dict[str, Any]:
-        return await self._do(Calls.add(space, session))  # type: ignore[no-any-return]
+    async def add(self, space: str, session: dict[str, Any] | BaseModel) -> Job:
+        return Job.model_validate(await self._do(Calls.add(space, session)))
 
-    async def job(self, job_id: str) -> dict[str, Any]:
-        return await self._do(Calls.job(job_id))  # type: ignore[no-any-return]
+    async def job(self, job_id: str) -> Job:
+        return Job.model_validate(await self._do(Calls.job(job_id)))
 
     async def wait(
         self, job_ids: str | Iterable[str], timeout: float = 600.0, poll: float = 0.5
-    ) -> list[dict[str, Any]]:
+    ) -> list[Job]:
         waiting = _Waiting(job_ids, timeout)
         while True:
             for job_id in waiting.todo():
@@ -355,27 +383,41 @@ class AsyncAtomMem:
 
     async def search(
         self, space: str, question: str, k: int | None = None, mode: str | None = None
-    ) -> dict[str, Any]:
-        return await self._do(Calls.search(space, question, k, mode))  # type: ignore[no-any-return]
+    ) -> SearchResponse:
+        found = await self._do(Calls.search(space, question, k, mode))
+        return SearchResponse.model_validate(found)
 
     async def ask(
         self, space: str, question: str, k: int | None = None, mode: str | None = None
-    ) -> dict[str, Any]:
-        return await self._do(Calls.ask(space, question, k, mode))  # type: ignore[no-any-return]
+    ) -> AskResponse:
+        return AskResponse.model_validate(await self._do(Calls.ask(space, question, k, mode)))
 
-    async def get_all(self, space: str, kind: Kind = "facts") -> list[dict[str, Any]]:
-        pages = _Pages()
+    @overload
+    async def get_all(self, space: str, kind: Literal["facts"] = ...) -> list[Fact]: ...
+    @overload
+    async def get_all(self, space: str, kind: Literal["events"]) -> list[Event]: ...
+    @overload
+    async def get_all(self, space: str, kind: Literal["profiles"]) -> list[Profile]: ...
+    async def get_all(self, space: str, kind: Kind = "facts") -> list[Any]:
+        pages = _Pages(kind)
         while not pages.add(await self._do(Calls.page(space, kind, len(pages.items)))):
             pass
         return pages.items
 
-    async def get(self, space: str, item_id: str, kind: Kind = "facts") -> dict[str, Any]:
-        return await self._do(Calls.get(space, item_id, kind))  # type: ignore[no-any-return]
+    @overload
+    async def get(self, space: str, item_id: str, kind: Literal["facts"] = ...) -> Fact: ...
+    @overload
+    async def get(self, space: str, item_id: str, kind: Literal["events"]) -> Event: ...
+    @overload
+    async def get(self, space: str, item_id: str, kind: Literal["profiles"]) -> Profile: ...
+    async def get(self, space: str, item_id: str, kind: Kind = "facts") -> Fact | Event | Profile:
+        return RECORDS[kind].model_validate(await self._do(Calls.get(space, item_id, kind)))
 
-    async def history(self, space: str, fact_id: str) -> dict[str, Any]:
-        return await self._do(Calls.history(space, fact_id))  # type: ignore[no-any-return]
+    async def history(self, space: str, fact_id: str) -> FactHistory:
+        return FactHistory.model_validate(await self._do(Calls.history(space, fact_id)))
 
     async def delete(
         self, space: str, fact_id: str | None = None, session_id: str | None = None
-    ) -> dict[str, Any]:
-        return await self._do(Calls.delete(space, fact_id, session_id))  # type: ignore[no-any-return]
+    ) -> ErasureReceipt:
+        erased = await self._do(Calls.delete(space, fact_id, session_id))
+        return ErasureReceipt.model_validate(erased)

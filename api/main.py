@@ -15,7 +15,7 @@ import celery.exceptions
 import pydantic
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -100,7 +100,7 @@ def _handlers(app: FastAPI) -> None:
     def reply(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
         return JSONResponse({"detail": detail}, status_code=status, headers=headers)
 
-    Handler = Callable[[Request, Any], Awaitable[JSONResponse]]
+    Handler = Callable[[Request, Any], Awaitable[Response]]
     handlers: dict[type[Exception], Handler] = {}
 
     async def on_llm(_: Request, exc: LLMError) -> JSONResponse:
@@ -119,7 +119,7 @@ def _handlers(app: FastAPI) -> None:
             504, "no worker answered in time; check that workers run", {"Retry-After": "5"}
         )
 
-    async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def on_http(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 400 and exc.detail == "There was an error parsing the body":
             return reply(400, "the body must be JSON text encoded as UTF-8")
         return await http_exception_handler(request, exc)

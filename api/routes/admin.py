@@ -2,36 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, Path, Response, status
 
 from api.deps import Admin, ServicesDep
 from common.models.api import TENANT_NAME, TenantCreate
+from common.models.responses import KeyList, NewKey, Tenant, TenantList
 
 router = APIRouter(prefix="/v1/admin/tenants", tags=["admin"])
 TenantName = Path(pattern=TENANT_NAME)
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)
-def create_tenant(body: TenantCreate, svc: ServicesDep, _: Admin) -> dict[str, Any]:
-    return svc.keys.create_tenant(body.name)
+def create_tenant(body: TenantCreate, svc: ServicesDep, _: Admin) -> Tenant:
+    return Tenant.model_validate(svc.keys.create_tenant(body.name))
 
 
 @router.get("")
-def list_tenants(svc: ServicesDep, _: Admin) -> dict[str, Any]:
-    return {"items": svc.keys.tenants()}
+def list_tenants(svc: ServicesDep, _: Admin) -> TenantList:
+    return TenantList.model_validate({"items": svc.keys.tenants()})
 
 
 @router.post("/{tenant}/keys", status_code=status.HTTP_201_CREATED)
-def create_key(svc: ServicesDep, _: Admin, tenant: str = TenantName) -> dict[str, Any]:
+def create_key(svc: ServicesDep, _: Admin, tenant: str = TenantName) -> NewKey:
     """A new key for the tenant; `api_key` is shown this once and never stored."""
-    return svc.keys.create_key(tenant)
+    return NewKey.model_validate(svc.keys.create_key(tenant))
 
 
 @router.get("/{tenant}/keys")
-def list_keys(svc: ServicesDep, _: Admin, tenant: str = TenantName) -> dict[str, Any]:
-    return {"items": svc.keys.list_keys(tenant)}
+def list_keys(svc: ServicesDep, _: Admin, tenant: str = TenantName) -> KeyList:
+    return KeyList.model_validate({"items": svc.keys.list_keys(tenant)})
 
 
 @router.delete("/{tenant}/keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT)

@@ -8,18 +8,24 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from api.deps import ServicesDep
+from common.models.responses import Health, Readiness
 
 router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
-def healthz() -> dict[str, str]:
+def healthz() -> Health:
     """The process answers."""
-    return {"status": "ok"}
+    return Health(status="ok")
 
 
-@router.get("/readyz", response_model=None)
-def readyz(svc: ServicesDep) -> dict[str, Any] | JSONResponse:
+@router.get(
+    "/readyz",
+    response_model=Readiness,
+    response_model_exclude_none=True,
+    responses={503: {"model": Readiness, "description": "Not ready (the same body)"}},
+)
+def readyz(svc: ServicesDep) -> Readiness | JSONResponse:
     """Redis answers, a worker answers on the query queue, and that worker reaches Qdrant."""
     checks: dict[str, Any] = {}
     try:
@@ -38,5 +44,7 @@ def readyz(svc: ServicesDep) -> dict[str, Any] | JSONResponse:
             checks["worker"] = checks["store"] = False
             checks["worker_error"] = f"{type(exc).__name__}: {exc}"
     ready = all(checks.get(k) for k in ("redis", "worker", "store"))
-    body = {"status": "ready" if ready else "not ready", **checks}
-    return body if ready else JSONResponse(body, status_code=503)
+    body = Readiness.model_validate({"status": "ready" if ready else "not ready", **checks})
+    if ready:
+        return body
+    return JSONResponse(body.model_dump(mode="json", exclude_none=True), status_code=503)

@@ -2,29 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 
 from api.deps import ServicesDep, Tenant
 from common.models.api import QueryBody
+from common.models.query import AskResponse, SearchResponse
 
 router = APIRouter(prefix="/v1/spaces/{space}", tags=["query"])
 
 
 @router.post("/search")
-def search(space: str, body: QueryBody, svc: ServicesDep, tenant: Tenant) -> dict[str, Any]:
+def search(space: str, body: QueryBody, svc: ServicesDep, tenant: Tenant) -> SearchResponse:
     """Ranked facts (text, source turn ids, each stage's score), events and profiles used."""
-    return svc.client.search(
+    found = svc.client.search(
         tenant, space, body.question, k=body.k, mode=body.mode,
         timeout=svc.settings.api.query_timeout_s,
     )  # fmt: skip
+    return SearchResponse.model_validate(found)
 
 
 @router.post("/ask")
-def ask(space: str, body: QueryBody, svc: ServicesDep, tenant: Tenant) -> dict[str, Any]:
+def ask(space: str, body: QueryBody, svc: ServicesDep, tenant: Tenant) -> AskResponse:
     """An answer from memory with the facts it used."""
-    return svc.client.ask(
+    answered = svc.client.ask(
         tenant, space, body.question, k=body.k, mode=body.mode,
         timeout=svc.settings.api.query_timeout_s,
     )  # fmt: skip
+    return AskResponse.model_validate(answered)

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, HTTPException, status
 
 from api.deps import ServicesDep, Tenant, WritingTenant
 from common.models.api import SessionBody
+from common.models.jobs import Job
+from common.models.responses import ErasureReceipt
 
 router = APIRouter(tags=["sessions"])
 
 
 @router.post("/v1/spaces/{space}/sessions", status_code=status.HTTP_202_ACCEPTED)
-def submit_session(
-    space: str, body: SessionBody, svc: ServicesDep, tenant: WritingTenant
-) -> dict[str, Any]:
+def submit_session(space: str, body: SessionBody, svc: ServicesDep, tenant: WritingTenant) -> Job:
     """Queue a finished session for ingest; poll `GET /v1/jobs/{job_id}` for its state.
     Submitting the same session again is the same job (and changes nothing)."""
     limits = svc.settings.api
@@ -29,22 +27,23 @@ def submit_session(
     session = body.to_session()
     svc.client.read(tenant, "space", space, timeout=limits.query_timeout_s)  # 404 if unknown
     (job,) = svc.client.submit(tenant, space, [session])
-    return job.model_dump(mode="json")
+    return job
 
 
 @router.get("/v1/jobs/{job_id}")
-def get_job(job_id: str, svc: ServicesDep, tenant: Tenant) -> dict[str, Any]:
+def get_job(job_id: str, svc: ServicesDep, tenant: Tenant) -> Job:
     """A job's state (`queued → extracting → committing → profiling → done`, or `failed`
     with the reason) and its counts, model calls and tokens included."""
-    return svc.client.job(tenant, job_id).model_dump(mode="json")
+    return svc.client.job(tenant, job_id)
 
 
 @router.delete("/v1/spaces/{space}/sessions/{session_id}")
 def delete_session(
     space: str, session_id: str, svc: ServicesDep, tenant: WritingTenant
-) -> dict[str, Any]:
+) -> ErasureReceipt:
     """Erase a session: its raw record and job, the facts only it supports, its updates to
     other facts (they get back their earlier state), and what was built from them."""
-    return svc.client.admin(
+    erased = svc.client.admin(
         tenant, space, "erase_session", session_id, timeout=svc.settings.api.admin_timeout_s
     )
+    return ErasureReceipt.model_validate(erased)

@@ -2,37 +2,42 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, status
 
 from api.deps import ServicesDep, Tenant, WritingTenant
 from common.models.api import SpaceCreate
+from common.models.responses import ErasureReceipt, Space, SpaceList
 
 router = APIRouter(prefix="/v1/spaces", tags=["spaces"])
 
 
 @router.post("", status_code=status.HTTP_201_CREATED)
-def create_space(body: SpaceCreate, svc: ServicesDep, tenant: WritingTenant) -> dict[str, Any]:
+def create_space(body: SpaceCreate, svc: ServicesDep, tenant: WritingTenant) -> Space:
     """A new, empty space (409 if the name is taken)."""
-    return svc.client.admin(
+    created = svc.client.admin(
         tenant, body.name, "create_space", timeout=svc.settings.api.admin_timeout_s
     )
+    return Space.model_validate(created)
 
 
 @router.get("")
-def list_spaces(svc: ServicesDep, tenant: Tenant) -> dict[str, Any]:
+def list_spaces(svc: ServicesDep, tenant: Tenant) -> SpaceList:
     """The tenant's spaces with their counts."""
-    return svc.client.read(tenant, "spaces", timeout=svc.settings.api.query_timeout_s)
+    spaces = svc.client.read(tenant, "spaces", timeout=svc.settings.api.query_timeout_s)
+    return SpaceList.model_validate(spaces)
 
 
 @router.get("/{space}")
-def get_space(space: str, svc: ServicesDep, tenant: Tenant) -> dict[str, Any]:
-    return svc.client.read(tenant, "space", space, timeout=svc.settings.api.query_timeout_s)
+def get_space(space: str, svc: ServicesDep, tenant: Tenant) -> Space:
+    found = svc.client.read(tenant, "space", space, timeout=svc.settings.api.query_timeout_s)
+    return Space.model_validate(found)
 
 
 @router.delete("/{space}")
-def delete_space(space: str, svc: ServicesDep, tenant: WritingTenant) -> dict[str, Any]:
+def delete_space(space: str, svc: ServicesDep, tenant: WritingTenant) -> ErasureReceipt:
     """Erase the space from every store: facts, events, profiles, raw sessions, jobs and
     queue state; returns what was removed. 409 while sessions are still being ingested."""
-    return svc.client.admin(tenant, space, "erase_space", timeout=svc.settings.api.admin_timeout_s)
+    erased = svc.client.admin(
+        tenant, space, "erase_space", timeout=svc.settings.api.admin_timeout_s
+    )
+    return ErasureReceipt.model_validate(erased)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from api.client import AsyncAtomMem, AtomMem, ConflictError, InvalidError, NotFoundError
+from common.models.memory import Fact, Profile
 from common.models.session import SessionInput
 from tests.e2e.conftest import ADMIN_KEY, Stack
 from tests.e2e.test_api import sessions
@@ -30,24 +31,29 @@ def test_sync_client_verbs(stack: Stack) -> None:
             mem.create_space("notes")
         first, second = sessions()[:2]
         jobs = [mem.add("notes", first), mem.add("notes", SessionInput.model_validate(second))]
-        done = mem.wait([j["job_id"] for j in jobs], timeout=300, poll=0.2)
-        assert [j["state"] for j in done] == ["done", "done"]
+        done = mem.wait([j.job_id for j in jobs], timeout=300, poll=0.2)
+        assert [j.state for j in done] == ["done", "done"]
         facts = mem.get_all("notes")
-        assert len(facts) == mem.get_space("notes")["counts"]["facts"] > 5
-        fact = mem.get("notes", facts[0]["id"])
-        assert mem.history("notes", fact["id"])["current"] == fact["text"]
-        hits = mem.search("notes", "When did Tom adopt a puppy?", k=3)["hits"]
-        assert len(hits) == 3 and "beagle" in hits[0]["text"]
-        assert mem.ask("notes", "Where does Priya live?")["answer"]
-        erased = mem.delete("notes", fact_id=fact["id"])["erased"]
-        assert erased["facts_deleted"] == [fact["id"]]
+        assert all(isinstance(f, Fact) for f in facts)
+        assert len(facts) == mem.get_space("notes").counts.facts > 5
+        fact = mem.get("notes", facts[0].id)
+        assert fact == facts[0]
+        history = mem.history("notes", fact.id)
+        assert history.current == fact.text and history.provenance[0] == fact.source
+        events = mem.get_all("notes", "events")
+        assert events and mem.get("notes", events[0].id, "events") == events[0]
+        hits = mem.search("notes", "When did Tom adopt a puppy?", k=3).hits
+        assert len(hits) == 3 and "beagle" in hits[0].text
+        assert mem.ask("notes", "Where does Priya live?").answer
+        erased = mem.delete("notes", fact_id=fact.id).erased
+        assert erased.facts_deleted == [fact.id]
         with pytest.raises(NotFoundError):
-            mem.get("notes", fact["id"])
+            mem.get("notes", fact.id)
         with pytest.raises(InvalidError):
             mem.add("notes", {**first, "turns": []})
-        assert mem.delete("notes", session_id="s2")["erased"]["sessions_deleted"] == ["s2"]
-        assert [s["name"] for s in mem.list_spaces()] == ["notes"]
-        mem.delete_space("notes")
+        assert mem.delete("notes", session_id="s2").erased.sessions_deleted == ["s2"]
+        assert [s.name for s in mem.list_spaces()] == ["notes"]
+        assert "s1" in mem.delete_space("notes").erased.sessions_deleted
         assert mem.list_spaces() == []
 
 
@@ -56,14 +62,16 @@ def test_async_client_verbs(stack: Stack) -> None:
         async with AsyncAtomMem(stack.url, _key(stack, "async")) as mem:
             await mem.create_space("notes")
             job = await mem.add("notes", sessions()[0])
-            (done,) = await mem.wait(job["job_id"], timeout=300, poll=0.2)
-            assert done["state"] == "done"
+            (done,) = await mem.wait(job.job_id, timeout=300, poll=0.2)
+            assert done.state == "done"
             searches = await asyncio.gather(
                 *(mem.search("notes", q) for q in ("Tom's puppy", "Priya's pottery class"))
             )
-            assert all(s["hits"] for s in searches)
+            assert all(s.hits for s in searches)
             facts = await mem.get_all("notes")
-            assert (await mem.get("notes", facts[0]["id"]))["id"] == facts[0]["id"]
+            assert await mem.get("notes", facts[0].id) == facts[0]
+            profiles = await mem.get_all("notes", "profiles")
+            assert all(isinstance(p, Profile) for p in profiles)
             with pytest.raises(NotFoundError):
                 await mem.get_space("missing")
 
@@ -92,9 +100,7 @@ def test_the_cli_runs_against_a_server(stack: Stack) -> None:
         "ATOMMEM_API__URL": stack.url,
         "ATOMMEM_API__KEY": _key(stack, "cli"),
     }
-    sample = (
-        Path(__file__).resolve().parents[2] / "cli" / "samples" / "sample_conversation.json"
-    )
+    sample = Path(__file__).resolve().parents[2] / "cli" / "samples" / "sample_conversation.json"
 
     def atommem(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
