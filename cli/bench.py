@@ -59,7 +59,7 @@ def cmd_bench_locomo(args: argparse.Namespace) -> int:
     ingest_stats = None
     memory_variants = [v for v in variants if v in locomo.MEMORY_VARIANTS]
     client = producer() if memory_variants else None
-    if memory_variants:
+    if client is not None:
         if args.reuse:
             ingest_stats = locomo.counts(ctx.store, tenant, conversations, None)
         else:

@@ -10,7 +10,6 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from tqdm import tqdm
 
@@ -20,6 +19,8 @@ from common.errors import InvalidInput
 from common.inputs.formats import SpaceInput, read_sessions
 from common.memory.changes import CommitStats
 from common.memory.context import MemoryContext
+from common.models.jobs import Job
+from common.producer import MemoryClient
 from common.store import records
 from common.store.qdrant import Kind
 from workers import runtime
@@ -76,7 +77,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return _report(tenant, finished, seconds)
 
 
-def _resume_open(client: Any) -> list[Any]:
+def _resume_open(client: MemoryClient) -> list[Job]:
     """In embedded mode, send again the jobs an interrupted run left unfinished."""
     if runtime.settings().broker.url is not None:
         return []
@@ -106,7 +107,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return _report(tenant, finished, time.perf_counter() - started)
 
 
-def _report(tenant: str, finished: list[Any], seconds: float) -> int:
+def _report(tenant: str, finished: list[Job], seconds: float) -> int:
     per_space: dict[str, CommitStats] = defaultdict(CommitStats)
     failed = [j for j in finished if j.state == "failed"]
     sessions: dict[str, int] = defaultdict(int)

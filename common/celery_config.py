@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kombu import Exchange
-from kombu import Queue as KombuQueue
+from kombu.entity import Exchange
+from kombu.entity import Queue as KombuQueue
 
 from common.queues import TASK_ROUTES, Queue
 from common.settings import Settings

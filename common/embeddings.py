@@ -44,8 +44,8 @@ class Embedder:
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+        hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
 
         self._model: SentenceTransformer = SentenceTransformer(str(path), device=settings.device)
         self._batch = settings.batch_size

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Local entry points: `demo` runs the main job on embedded defaults, `test` runs the suite.
-# Both create .venv on first use (CPU torch first, so no CUDA build is pulled in).
+# Local entry points: `demo` runs the main job on embedded defaults, `test` runs the suite,
+# `lint` runs the static checks CI runs (ruff, the format check, mypy --strict, the layer
+# contracts). Each creates .venv on first use (CPU torch first, so no CUDA build is pulled in).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${ATOMMEM_VENV:-.venv}"
@@ -46,8 +47,15 @@ case "${1:-}" in
     shift
     exec "$VENV/bin/python" -m pytest "$@"
     ;;
+  lint)
+    setup
+    "$VENV/bin/ruff" check .
+    "$VENV/bin/ruff" format --check .
+    "$VENV/bin/mypy"
+    "$VENV/bin/lint-imports"
+    ;;
   *)
-    echo "usage: bash infra/dev.sh demo|test [args...]" >&2
+    echo "usage: bash infra/dev.sh demo|test|lint [args...]" >&2
     exit 64
     ;;
 esac

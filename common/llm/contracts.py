@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from common.models.memory import FactTime, TimeRange
+from common.models.query import AnswerStyle as AnswerStyle  # the intent stage's output
+from common.models.query import QueryIntent as QueryIntent
 from common.models.session import Turn
 
 
@@ -95,17 +97,6 @@ class ProfileDecision(BaseModel):
     action: ProfileAction
     profile_id: str | None = None
     content: str | None = None
-
-
-AnswerStyle = Literal["factual", "temporal", "open"]
-
-
-class QueryIntent(BaseModel):
-    needs_profile: bool = False
-    participants: list[str] = Field(default_factory=list)
-    keywords: list[str] = Field(default_factory=list)
-    time_range: TimeRange | None = None
-    style: AnswerStyle = "factual"
 
 
 class EvidenceItem(BaseModel):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from datetime import datetime
+from typing import Literal
 
 from common.llm.contracts import (
     Answer,
@@ -387,7 +388,9 @@ class RulesBackend:
         mentions = find_mentions(question, now.date())
         temporal = bool(_TEMPORAL_Q.search(question))
         open_domain = not temporal and bool(_OPEN_Q.search(question))
-        style = "temporal" if temporal else "open" if open_domain else "factual"
+        style: Literal["factual", "temporal", "open"] = (
+            "temporal" if temporal else "open" if open_domain else "factual"
+        )
         return QueryIntent(
             needs_profile=open_domain or bool(_PROFILE_Q.search(question)),
             participants=_names_in(question, participants),

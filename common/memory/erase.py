@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from common.llm.contracts import EventSummary, FactView
 from common.memory.changes import Changes, apply_plan
 from common.memory.context import MemoryContext
 from common.memory.verify import view
@@ -141,7 +142,9 @@ def _rewrite_events(
             continue
         rewrite.append(event.model_copy(update={"fact_ids": members}))
     if rewrite:
-        asks = [([view(index.facts.get(f)) for f in e.fact_ids], None) for e in rewrite]
+        asks: list[tuple[list[FactView], EventSummary | None]] = [
+            ([view(index.facts.get(f)) for f in e.fact_ids], None) for e in rewrite
+        ]
         summaries = ctx.backend.summarize_events(asks)
         vectors = ctx.embedder.encode([s.summary for s in summaries])
         for event, summary, vector in zip(rewrite, summaries, vectors, strict=True):

@@ -129,7 +129,7 @@ def refresh_events(
     ]
     # An unchanged summary keeps its vector: only new texts go to the embedder.
     changed = [e for e in events if e.summary != index.events.get(e.id).summary]
-    vectors = ctx.embedder.encode([e.summary for e in changed]) if changed else []
+    vectors = ctx.embedder.encode([e.summary for e in changed]) if changed else np.zeros((0, 0))
     fresh = {e.id: v for e, v in zip(changed, vectors, strict=True)}
     for event in events:
         vec = fresh[event.id] if event.id in fresh else index.events.vector(event.id).copy()

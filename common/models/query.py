@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 from datetime import date
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from common.llm.contracts import QueryIntent
-from common.models.memory import FactTime
+from common.models.memory import FactTime, TimeRange
+
+AnswerStyle = Literal["factual", "temporal", "open"]
+
+
+class QueryIntent(BaseModel):
+    """What a question asks for: who, which keywords, when, and whether profiles help."""
+
+    needs_profile: bool = False
+    participants: list[str] = Field(default_factory=list)
+    keywords: list[str] = Field(default_factory=list)
+    time_range: TimeRange | None = None
+    style: AnswerStyle = "factual"
 
 
 class SearchHit(BaseModel):

@@ -26,9 +26,9 @@ def frequency_penalty(df_ratio: float, is_query: bool, cfg: GraphSettings) -> fl
         base = (
             cfg.query_penalty_tau / max(df_ratio, cfg.query_penalty_tau)
         ) ** cfg.query_penalty_gamma
-        return max(cfg.query_penalty_floor, base)
+        return max(cfg.query_penalty_floor, float(base))
     tau = cfg.non_query_penalty_tau
-    return (tau / max(df_ratio, tau)) ** cfg.non_query_penalty_gamma
+    return float((tau / max(df_ratio, tau)) ** cfg.non_query_penalty_gamma)
 
 
 def keyword_weight(df: int, n: int, is_query: bool, cfg: GraphSettings) -> float:
@@ -46,7 +46,7 @@ def event_edge_weight(size: int, cfg: GraphSettings) -> float:
     """1 / (|F_e| − 1)^α for an event of `size` facts; 0 past the maximum size."""
     if size < 2 or (cfg.max_event_size is not None and size > cfg.max_event_size):
         return 0.0
-    return 1.0 / (size - 1) ** cfg.event_size_alpha
+    return float(1.0 / (size - 1) ** cfg.event_size_alpha)
 
 
 def turn_edge_weight(distance: int, cfg: GraphSettings) -> float:
@@ -121,7 +121,8 @@ class Channels:
         arrays = index.fact_arrays()
         id_rank = arrays.id_rank
         self.keywords = {kw: j for j, kw in enumerate(sorted(facts.kw_postings))}
-        r_idx, c_idx = [], []
+        r_idx: list[int] = []
+        c_idx: list[int] = []
         df = np.zeros(len(self.keywords), dtype=np.int64)
         for kw, j in self.keywords.items():
             posting = facts.kw_postings[kw]
@@ -184,10 +185,12 @@ class Channels:
         row_arr, key_arr = np.asarray(rows, dtype=np.int64), np.asarray(keys, dtype=np.int64)
         order = np.argsort(key_arr, kind="stable")
         row_arr, key_arr = row_arr[order], key_arr[order]
-        parts_i, parts_j, parts_w = [], [], []
+        parts_i: list[np.ndarray] = []
+        parts_j: list[np.ndarray] = []
+        parts_w: list[np.ndarray] = []
         for d in range(cfg.turn_window + 1):
-            w = turn_edge_weight(d, cfg)
-            if w <= cfg.edge_epsilon:
+            weight = turn_edge_weight(d, cfg)
+            if weight <= cfg.edge_epsilon:
                 continue
             lo = np.searchsorted(key_arr, key_arr + d, side="left")
             hi = np.searchsorted(key_arr, key_arr + d, side="right")
@@ -196,7 +199,7 @@ class Channels:
             dst = row_arr[_ranges(lo, counts)]
             parts_i += [src, dst]
             parts_j += [dst, src]
-            parts_w += [np.full(src.size * 2, w)]
+            parts_w += [np.full(src.size * 2, weight)]
         i, j, w = np.concatenate(parts_i), np.concatenate(parts_j), np.concatenate(parts_w)
         off = i != j
         i, j, w = i[off], j[off], w[off]
@@ -250,9 +253,9 @@ class LocalGraph:
         targets = rows[sums.col] if among_themselves else sums.col
         source = rows[sums.row]
         arrays = self._arrays
-        shares = (arrays.people[source] & arrays.people[targets]).any(axis=1)
+        shares = np.logical_and(arrays.people[source], arrays.people[targets]).any(axis=1)
         gate = shares | ~arrays.has_people[source] | ~arrays.has_people[targets]
-        keep = (source != targets) & gate & (sums.data > self.cfg.edge_epsilon)
+        keep: np.ndarray = (source != targets) & gate & (sums.data > self.cfg.edge_epsilon)
         return sums.row[keep], sums.col[keep], sums.data[keep]
 
     def entity_rows(self, rows: list[int]) -> sp.csr_matrix:

@@ -45,7 +45,8 @@ def restart_vector(scores: np.ndarray, power: float) -> np.ndarray:
     total = sharpened.sum()
     if total <= 0:
         return np.full(scores.shape, 1.0 / scores.size)
-    return sharpened / total
+    restart: np.ndarray = sharpened / total
+    return restart
 
 
 def random_walk_with_restart(

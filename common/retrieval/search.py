@@ -18,8 +18,8 @@ from common.memory.context import MemoryContext
 from common.models.memory import Event, Fact, Profile, ProfileVersion
 from common.models.query import AskResponse, EventHit, ProfileHit, SearchHit, SearchResponse
 from common.retrieval.graph import LocalGraph
-from common.retrieval.hybrid import hybrid_many
 from common.retrieval.ppr import fuse_ranks
+from common.similarity import hybrid_many
 from common.store import records
 from common.store.space_index import SpaceIndex
 

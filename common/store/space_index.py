@@ -16,8 +16,8 @@ import numpy as np
 from pydantic import BaseModel
 
 from common.models.memory import Event, Fact, Profile, TimeRange
-from common.retrieval.hybrid import hybrid_many
 from common.settings import SimilaritySettings
+from common.similarity import hybrid_many
 from common.store.qdrant import Kind, QdrantStore
 from common.text.keywords import match_keys
 
@@ -77,7 +77,8 @@ class KindIndex(Generic[R]):
         return self.records[self.rows[item_id]]
 
     def vector(self, item_id: str) -> np.ndarray:
-        return self._matrix[self.rows[item_id]]
+        row: np.ndarray = self._matrix[self.rows[item_id]]
+        return row
 
     def items(self) -> list[R]:
         return [r for i, r in enumerate(self.records) if self.alive[i]]
@@ -171,7 +172,10 @@ class KindIndex(Generic[R]):
             if rows:
                 inter[list(rows)] += 1.0
         union = self._kw_len[:n] + len(query) - inter
-        return np.divide(inter, union, out=np.zeros(n, dtype=np.float32), where=union > 0)
+        share: np.ndarray = np.divide(
+            inter, union, out=np.zeros(n, dtype=np.float32), where=union > 0
+        )
+        return share
 
     def hybrid(
         self,

@@ -70,7 +70,8 @@ def parse_session_time(value: str) -> datetime:
     except ValueError:
         pass
     try:
-        return date_parser.parse(text.replace(" on ", " "), fuzzy=False)
+        parsed: datetime = date_parser.parse(text.replace(" on ", " "), fuzzy=False)
+        return parsed
     except (ValueError, OverflowError) as exc:
         raise TimeParseError(f"cannot read session time {value!r}: {exc}") from exc
 

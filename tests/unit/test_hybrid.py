@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from common.models.memory import Fact, FactSource, FactTime
-from common.retrieval.hybrid import hybrid, hybrid_many, jaccard
 from common.settings import SimilaritySettings
+from common.similarity import hybrid, hybrid_many, jaccard
 from common.store.space_index import SpaceIndex
 from common.text.keywords import match_key
 

@@ -39,7 +39,8 @@ def json_schema(model: type[BaseModel]) -> dict[str, Any]:
             return [inline(v) for v in node]
         return node
 
-    return inline(raw)
+    schema: dict[str, Any] = inline(raw)
+    return schema
 
 
 def max_chars(schema: dict[str, Any]) -> int:
