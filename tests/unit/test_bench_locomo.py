@@ -39,6 +39,7 @@ CONVERSATION = {
         {"question": "marathon", "answer": "Boston", "evidence": ["D2:2"], "category": 4},
         {"question": "vase", "answer": "broke", "evidence": ["D2:1", "D9:9"], "category": 2},
         {"question": "ignored", "answer": "x", "evidence": ["D1:1"], "category": 5},
+        {"question": "ally", "answer": "likely yes", "evidence": [], "category": 3},
     ],
 }
 
@@ -67,27 +68,31 @@ def test_recall_counts_covered_evidence_of_the_first_k_items() -> None:
     assert recall_at_k(["D1:1", "D2:1"], retrieved, k=2) == 0.5
     assert recall_at_k(["D1:1", "D1:1"], retrieved, k=1) == 1.0  # evidence ids are a set
     assert recall_at_k(["D:1:1"], retrieved, k=3) == 0.0  # malformed ids are missed, as given
-    assert recall_at_k([], retrieved, k=3) == 0.0
+    # No evidence: nothing to miss, so full recall (the paper's reference scorer does the same)
+    assert recall_at_k([], retrieved, k=3) == 1.0
+    assert recall_at_k([""], retrieved, k=3) == 1.0
+    assert recall_at_k([], [], k=3) == 1.0
 
 
 def test_recall_on_a_tiny_conversation(conv_dir: Path) -> None:
     (conv,) = load_conversations(conv_dir, None)
     assert conv.name == "tiny"
-    assert [i for i, _ in conv.questions] == [0, 1, 2]  # category 5 is not scored
+    assert [i for i, _ in conv.questions] == [0, 1, 2, 4]  # category 5 is not scored
     rows, stages = run_raw_turns(encode, [conv], k=1, quiet=True)
     # k=1; ties keep turn order: "cat" -> D1:1, "marathon" -> D1:2, "vase" -> D2:1
-    assert [r["retrieved"][0]["dia_ids"] for r in rows] == [["D1:1"], ["D1:2"], ["D2:1"]]
-    assert [r["recall"] for r in rows] == [0.5, 0.0, 0.5]
+    assert [r["retrieved"][0]["dia_ids"] for r in rows[:3]] == [["D1:1"], ["D1:2"], ["D2:1"]]
+    assert [r["recall"] for r in rows] == [0.5, 0.0, 0.5, 1.0]  # no evidence: nothing missed
     assert set(stages) == {"embedding", "primary", "total"}
 
     rows2, _ = run_raw_turns(encode, [conv], k=2, quiet=True)
-    assert [r["recall"] for r in rows2] == [1.0, 1.0, 0.5]
+    assert [r["recall"] for r in rows2] == [1.0, 1.0, 0.5, 1.0]
     summary = summarize(rows2)
     assert summary["multi_hop"] == {"questions": 1, "recall": 100.0}
     assert summary["single_hop"] == {"questions": 1, "recall": 100.0}
     assert summary["temporal"] == {"questions": 1, "recall": 50.0}
-    assert summary["open_domain"] == {"questions": 0, "recall": None}
-    assert summary["overall"] == {"questions": 3, "recall": round(100 * 2.5 / 3, 2)}
+    # the question without evidence is counted, in its category and overall, at full recall
+    assert summary["open_domain"] == {"questions": 1, "recall": 100.0}
+    assert summary["overall"] == {"questions": 4, "recall": round(100 * 3.5 / 4, 2)}
 
     doc = result_document("raw-turns", 2, "cmd", rows2, {"total": [1.0, 3.0]}, None, {})
     assert doc["latency_ms"]["total"] == {"p50": 1.0, "p95": 3.0, "max": 3.0}
