@@ -1,6 +1,6 @@
 """Search latency over HTTP under a bounded concurrent load.
 
-    python bench/http_search_load.py --url http://127.0.0.1:8080 --key amk_... \
+    python -m bench.http_search_load --url http://127.0.0.1:8080 --key amk_... \
         --space conv-26 --questions ../shared/data/locomo/conversations/conv-26.json \
         --concurrency 8 --requests 400 --out bench/results/http_search.json
 

@@ -1,6 +1,6 @@
 """Cut a LoCoMo conversation down to its first N sessions and the questions answered there.
 
-    python bench/locomo_subset.py --name conv-26 --sessions 2 --questions 10 --out /tmp/sub
+    python -m bench.locomo_subset --name conv-26 --sessions 2 --questions 10 --out /tmp/sub
 
 Writes OUT/conv/NAME.json (the first N sessions, and at most Q questions of categories 1-4
 whose evidence lies entirely in them, in file order) and OUT/facts/NAME.json (the
