@@ -15,7 +15,7 @@ from api.auth import Caller, KeyStore
 from common.celery_config import celery_config
 from common.producer import MemoryClient
 from common.settings import Settings
-from common.store.coordination import RedisCoordinator
+from common.store.coordination import Coordination
 
 
 @dataclass
@@ -37,7 +37,8 @@ class Services:
             )
         app = Celery("atommem-api")
         app.conf.update(celery_config(settings))
-        client = MemoryClient(app, RedisCoordinator(url, settings.pipeline.job_ttl_s))
+        coord = Coordination.redis(url, settings.pipeline.job_ttl_s)
+        client = MemoryClient(app, coord.jobs, coord.sequence)
         admin = settings.api.admin_key.get_secret_value() if settings.api.admin_key else None
         conn = redis.Redis.from_url(url, decode_responses=True)
         return cls(settings=settings, redis=conn, keys=KeyStore(conn, admin), client=client)

@@ -1,7 +1,7 @@
 """Ingest throughput through Celery + Redis with 1 and 2 worker processes, side by side
 with the embedding-only rate, and the median time tasks wait in each queue.
 
-    python bench/queue_throughput.py --facts ../shared/data/locomo/atommem_facts \\
+    python -m bench.queue_throughput --facts ../shared/data/locomo/atommem_facts \\
         --out bench/results/queue_throughput.json
 
 Layouts: `1` = one process consuming every queue; `2` = an extract-only process (the GPU
@@ -31,7 +31,7 @@ from common.producer import MemoryClient
 from common.queues import Queue
 from common.settings import BrokerSettings, EmbeddingSettings, Settings, StoreSettings
 from common.store import keys, records
-from common.store.coordination import RedisCoordinator
+from common.store.coordination import Coordination
 from common.store.qdrant import QdrantStore
 from workers.launch import ROOT, WorkerProcess
 
@@ -71,7 +71,8 @@ def run_layout(processes: int, files: list[Path], redis_url: str, work: Path) ->
             w.wait_ready()
         app = Celery("bench-producer")
         app.conf.update(celery_config(Settings(broker=BrokerSettings(url=redis_url))))
-        client = MemoryClient(app, RedisCoordinator(redis_url, 3600))
+        coord = Coordination.redis(redis_url, 3600)
+        client = MemoryClient(app, coord.jobs, coord.sequence)
         warm = client.submit("bench", "warmup", read_sessions(SAMPLE).sessions)
         client.wait("bench", [j.job_id for j in warm], timeout=300)  # models loaded everywhere
         for q in Queue:
@@ -81,10 +82,9 @@ def run_layout(processes: int, files: list[Path], redis_url: str, work: Path) ->
         jobs = client.submit_many("bench", items)
         finished = client.wait("bench", [j.job_id for j in jobs], timeout=3600)
         seconds = time.perf_counter() - started
-        coord = RedisCoordinator(redis_url, 3600)
         waits = {}
         for q in Queue:
-            samples = coord.waits(q.value)
+            samples = coord.waits.waits(q.value)
             if samples:
                 ordered = sorted(samples)
                 waits[q.value] = {
@@ -127,7 +127,7 @@ def main() -> None:
         for fact in (t.facts or [])
     ]
     result: dict[str, Any] = {
-        "command": f"python bench/queue_throughput.py --facts {args.facts} --out {args.out}",
+        "command": f"python -m bench.queue_throughput --facts {args.facts} --out {args.out}",
         "machine": {"cpus": os.cpu_count()},
         "conversations": [f.stem for f in files],
         "embedding_only_facts_per_s": round(embedding_only_rate(texts), 1),

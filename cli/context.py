@@ -67,6 +67,7 @@ def producer() -> MemoryClient:
         worker = EmbeddedWorker()
         worker.start()
         atexit.register(worker.stop)
-        return MemoryClient(app, runtime.coordinator())
-    app.conf.update(celery_config(runtime.settings()))
-    return MemoryClient(app, runtime.coordinator())
+    else:
+        app.conf.update(celery_config(runtime.settings()))
+    coord = runtime.coordination()
+    return MemoryClient(app, coord.jobs, coord.sequence)

@@ -24,7 +24,7 @@ from common.models.jobs import (
 )
 from common.models.session import SessionInput
 from common.queues import TaskName
-from common.store.coordination import Coordinator
+from common.store.coordination import JobStore, SpaceSequence
 
 
 class JobNotFound(NotFound):
@@ -47,9 +47,10 @@ def _raise_for(result: dict[str, Any]) -> None:
 class MemoryClient:
     """What a chat backend (or the CLI) uses to feed and query memory."""
 
-    def __init__(self, app: Celery, coord: Coordinator) -> None:
+    def __init__(self, app: Celery, jobs: JobStore, sequence: SpaceSequence) -> None:
         self._app = app
-        self._coord = coord
+        self._jobs = jobs
+        self._sequence = sequence
 
     def _send(self, name: TaskName, body: Any, **options: Any) -> Any:
         payload = body.model_copy(update={"enqueued_at": time.time()}).model_dump(mode="json")
@@ -77,8 +78,8 @@ class MemoryClient:
             payload = AcceptPayload(
                 enqueued_at=0.0, job_id=job.job_id, tenant=tenant, space=space, session=session
             )
-            self._coord.put_job(job, payload.model_dump_json())
-            self._coord.register(tenant, space, session.session_id, session.order)
+            self._jobs.put_job(job, payload.model_dump_json())
+            self._sequence.register(tenant, space, session.session_id, session.order)
             jobs.append(job)
             payloads.append(payload)
         for payload in payloads:
@@ -86,22 +87,22 @@ class MemoryClient:
         return jobs
 
     def job(self, tenant: str, job_id: str) -> Job:
-        job = self._coord.get_job(tenant, job_id)
+        job = self._jobs.get_job(tenant, job_id)
         if job is None:
             raise JobNotFound(f"no job {job_id!r} for tenant {tenant!r}")
         return job
 
     def retry(self, tenant: str, job_id: str) -> Job:
         """Send a failed (or stuck) job again; ids are deterministic, so nothing doubles."""
-        raw = self._coord.job_payload(tenant, job_id)
+        raw = self._jobs.job_payload(tenant, job_id)
         if raw is None:
             raise JobNotFound(f"no job {job_id!r} for tenant {tenant!r}")
         payload = AcceptPayload.model_validate_json(raw)
         old = self.job(tenant, job_id)
-        job = self._coord.update_job(
+        job = self._jobs.update_job(
             tenant, job_id, state="queued", reason=None, attempts=old.attempts + 1
         )
-        self._coord.register(
+        self._sequence.register(
             tenant, payload.space, payload.session.session_id, payload.session.order
         )
         self._send(TaskName.ACCEPT, payload)
@@ -111,12 +112,12 @@ class MemoryClient:
     def resend_open(self) -> list[Job]:
         """Send every unfinished job again (the embedded journal after an interruption)."""
         sent = []
-        for job in self._coord.open_jobs():
-            raw = self._coord.job_payload(job.tenant, job.job_id)
+        for job in self._jobs.open_jobs():
+            raw = self._jobs.job_payload(job.tenant, job.job_id)
             if raw is None:
                 continue
             payload = AcceptPayload.model_validate_json(raw)
-            self._coord.register(job.tenant, job.space, job.session_id, payload.session.order)
+            self._sequence.register(job.tenant, job.space, job.session_id, payload.session.order)
             self._send(TaskName.ACCEPT, payload)
             sent.append(job)
         return sent
@@ -135,7 +136,7 @@ class MemoryClient:
         finished: dict[str, Job] = {}
         while pending:
             for job_id in list(pending):
-                job = self._coord.get_job(tenant, job_id)
+                job = self._jobs.get_job(tenant, job_id)
                 if job is not None and job.state in FINISHED:
                     finished[job_id] = job
                     pending.discard(job_id)
@@ -163,8 +164,9 @@ class MemoryClient:
         timeout: float,
         mode: str | None = None,
     ) -> dict[str, Any]:
-        body = QueryPayload(
-            enqueued_at=0.0, tenant=tenant, space=space, question=question, k=k, mode=mode
+        # `mode` arrives as any string (CLI, bench): validation refuses one that is no recall mode
+        body = QueryPayload.model_validate(
+            dict(enqueued_at=0.0, tenant=tenant, space=space, question=question, k=k, mode=mode)
         )
         return self._call(name, body, timeout)
 

@@ -29,4 +29,4 @@ def _fresh_clients(**_: Any) -> None:
 def observe_wait(queue: str, enqueued_at: float) -> None:
     """Record how long a task sat in its queue (for the benchmark's medians)."""
     if enqueued_at > 0:
-        runtime.coordinator().record_wait(queue, max(0.0, time.time() - enqueued_at))
+        runtime.coordination().waits.record_wait(queue, max(0.0, time.time() - enqueued_at))

@@ -1,6 +1,6 @@
 """The embedded default: the real task graph on an in-memory broker, one worker thread.
 
-Accepted sessions are journaled in the SQLite coordinator, so a run that was interrupted
+Accepted sessions are journaled in the SQLite coordination file, so a run that was interrupted
 finds its unfinished jobs at the next start and sends them again (every task is idempotent).
 """
 
@@ -16,7 +16,7 @@ from celery.worker import state as worker_state
 
 from common.celery_config import celery_config
 from common.queues import Queue
-from common.store.coordination import SqliteCoordinator
+from common.store.coordination.locks import SqliteLocks
 from workers import runtime
 from workers.celery_app import app
 
@@ -44,9 +44,9 @@ class EmbeddedWorker:
         app.conf.update(celery_config(settings))
         app.loader.import_default_modules()
         app.set_default()
-        coord = runtime.coordinator()
-        if isinstance(coord, SqliteCoordinator):
-            coord.clear_locks()  # held by a process that is gone: local mode has one owner
+        locks = runtime.coordination().locks
+        if isinstance(locks, SqliteLocks):
+            locks.clear_locks()  # held by a process that is gone: local mode has one owner
         worker_state.should_terminate = None
         self._controller = _Controller(
             app=app,

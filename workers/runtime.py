@@ -1,4 +1,5 @@
-"""Per-process worker state: settings, the memory context and the coordinator, built lazily."""
+"""Per-process worker state: settings, the memory context and the coordination roles, built
+lazily."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ import threading
 from common.deps import build_context
 from common.memory.context import MemoryContext
 from common.settings import Settings, get_settings
-from common.store.coordination import Coordinator, RedisCoordinator, SqliteCoordinator
+from common.store.coordination import Coordination
 
 _LOCK = threading.Lock()
 _settings: Settings | None = None
 _context: MemoryContext | None = None
-_coord: Coordinator | None = None
+_coord: Coordination | None = None
 
 
 def configure(settings: Settings) -> None:
@@ -26,28 +27,23 @@ def settings() -> Settings:
     return _settings or get_settings()
 
 
-def make_coordinator(cfg: Settings) -> Coordinator:
-    if cfg.broker.url:
-        return RedisCoordinator(cfg.broker.url, cfg.pipeline.job_ttl_s)
-    return SqliteCoordinator(cfg.pipeline.coordination_path)
-
-
-def coordinator() -> Coordinator:
+def coordination() -> Coordination:
+    """The process's coordination roles: Redis with a broker, else the SQLite journal."""
     global _coord
     with _LOCK:
         if _coord is None:
-            _coord = make_coordinator(settings())
+            _coord = Coordination.for_settings(settings())
         return _coord
 
 
 def context() -> MemoryContext:
     """The process's memory context; opens the store on first use (never before a fork)."""
     global _context
-    coord = coordinator()
+    coord = coordination()
     with _LOCK:
         if _context is None:
             _context = build_context(settings())
-            _context.versions = coord
+            _context.versions = coord.versions
         return _context
 
 
@@ -57,8 +53,7 @@ def reset() -> None:
     with _LOCK:
         if _context is not None:
             _context.store.close()
-        close = getattr(_coord, "close", None)
-        if close is not None:
-            close()
+        if _coord is not None:
+            _coord.close()
         _context = None
         _coord = None

@@ -3,16 +3,20 @@ runs them for the API: the API never opens the store itself."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from common.errors import Conflict, NotFound
 from common.memory.context import MemoryContext
 from common.memory.erase import ErasureReport, erase_facts, erase_session, erase_space
 from common.models import ids
 from common.models.jobs import AdminPayload, ReadPayload
+from common.models.memory import Event, Fact, Profile
 from common.store import records
-from common.store.coordination import Coordinator
+from common.store.coordination import ChunkParking, Coordination, JobStore
 from common.store.qdrant import Kind
+from common.store.space_index import KindIndex
+
+Record = TypeVar("Record", Fact, Event, Profile)
 
 
 def read(ctx: MemoryContext, p: ReadPayload) -> dict[str, Any]:
@@ -25,22 +29,33 @@ def read(ctx: MemoryContext, p: ReadPayload) -> dict[str, Any]:
     if p.what == "space":
         return _space(ctx, p.tenant, p.space)
     index = ctx.index(p.tenant, p.space)
-    kinds = {"fact": index.facts, "event": index.events, "profile": index.profiles}
-    single = p.what.rstrip("s")
-    items = kinds[single]
+    if p.what in ("fact", "facts"):
+        return _records(index.facts, p, "fact")
+    if p.what in ("event", "events"):
+        return _records(index.events, p, "event")
+    return _records(index.profiles, p, "profile")
+
+
+def _records(items: KindIndex[Record], p: ReadPayload, single: str) -> dict[str, Any]:
+    """One record by id (`p.what` is `single`), or a page of them."""
     if p.what == single:
         if p.item_id is None or p.item_id not in items:
             raise NotFound(f"no {single} {p.item_id!r} in space {p.space!r}")
         return items.get(p.item_id).model_dump(mode="json")
-    everything = sorted(items.items(), key=lambda r: r.id)
-    if single == "fact":
-        everything.sort(key=lambda f: (f.source.session_seq, f.source.positions, f.id))
+    everything = sorted(items.items(), key=_order)
     page = everything[p.offset : p.offset + p.limit]
     return {
         "total": len(everything),
         "offset": p.offset,
         "items": [r.model_dump(mode="json") for r in page],
     }
+
+
+def _order(record: Fact | Event | Profile) -> tuple[int, list[int], str] | str:
+    """Facts in session order, events and profiles by id."""
+    if isinstance(record, Fact):
+        return (record.source.session_seq, record.source.positions, record.id)
+    return record.id
 
 
 def _space(ctx: MemoryContext, tenant: str, space: str) -> dict[str, Any]:
@@ -62,13 +77,13 @@ def _space(ctx: MemoryContext, tenant: str, space: str) -> dict[str, Any]:
     }
 
 
-def administer(ctx: MemoryContext, coord: Coordinator, p: AdminPayload) -> dict[str, Any]:
+def administer(ctx: MemoryContext, coord: Coordination, p: AdminPayload) -> dict[str, Any]:
     """Run one admin write; the caller holds the space's lock."""
     if p.op == "create_space":
         return _space(ctx, p.tenant, records.create_space(ctx.store, p.tenant, p.space).space)
     records.require_space(ctx.store, p.tenant, p.space)
     report = ErasureReport()
-    in_flight = coord.pending(p.tenant, p.space)
+    in_flight = coord.sequence.pending(p.tenant, p.space)
     if p.op == "erase_fact":
         assert p.item_id is not None
         if p.item_id not in ctx.index(p.tenant, p.space).facts:
@@ -84,7 +99,7 @@ def administer(ctx: MemoryContext, coord: Coordinator, p: AdminPayload) -> dict[
         if records.get_session(ctx.store, p.tenant, p.space, p.item_id) is None:
             raise NotFound(f"no session {p.item_id!r} in space {p.space!r}")
         erase_session(ctx, p.tenant, p.space, p.item_id, report)
-        _forget_jobs(coord, p.tenant, p.space, [p.item_id])
+        _forget_jobs(coord.jobs, coord.chunks, p.tenant, p.space, [p.item_id])
     else:
         if in_flight:
             raise Conflict(
@@ -92,13 +107,16 @@ def administer(ctx: MemoryContext, coord: Coordinator, p: AdminPayload) -> dict[
                 "erase it once their jobs finish"
             )
         erase_space(ctx, p.tenant, p.space, report)
-        _forget_jobs(coord, p.tenant, p.space, report.sessions_deleted)
-        coord.forget_space(p.tenant, p.space)
+        _forget_jobs(coord.jobs, coord.chunks, p.tenant, p.space, report.sessions_deleted)
+        coord.sequence.forget(p.tenant, p.space)
+        coord.versions.forget(p.tenant, p.space)
     return {"erased": report.as_dict()}
 
 
-def _forget_jobs(coord: Coordinator, tenant: str, space: str, session_ids: list[str]) -> None:
+def _forget_jobs(
+    jobs: JobStore, chunks: ChunkParking, tenant: str, space: str, session_ids: list[str]
+) -> None:
     """Jobs hold the raw session they carried: erasure takes them too."""
     for session_id in session_ids:
-        coord.drop_chunks(tenant, space, session_id)
-        coord.delete_job(tenant, ids.job_id(tenant, space, session_id))
+        chunks.drop_chunks(tenant, space, session_id)
+        jobs.delete_job(tenant, ids.job_id(tenant, space, session_id))

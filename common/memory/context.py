@@ -9,13 +9,9 @@ import numpy as np
 
 from common.llm.base import LLMBackend
 from common.settings import Settings
+from common.store.coordination.versions import VersionCounter
 from common.store.qdrant import QdrantStore
 from common.store.space_index import SpaceIndex, SpaceIndexCache
-
-
-class VersionCounter(Protocol):
-    def version(self, tenant: str, space: str) -> int: ...
-    def bump_version(self, tenant: str, space: str) -> int: ...
 
 
 class TextEncoder(Protocol):

@@ -24,7 +24,7 @@ from common.models.drafts import DraftFact
 from common.models.jobs import AcceptPayload, ExtractPayload
 from common.models.session import SessionInput
 from common.store import records
-from common.store.coordination import Coordinator
+from common.store.coordination import ChunkParking, Coordination
 
 WORKING = ("extracting", "committing", "profiling")
 
@@ -39,32 +39,39 @@ class Next(StrEnum):
 
 
 def fail_job(
-    coord: Coordinator, tenant: str, space: str, session_id: str, job_id: str, reason: str
+    coord: Coordination, tenant: str, space: str, session_id: str, job_id: str, reason: str
 ) -> None:
     """A permanent failure: the job says why and the space's sequence moves on."""
-    coord.update_job(tenant, job_id, state="failed", reason=reason)
-    coord.unregister(tenant, space, session_id)
-    coord.drop_chunks(tenant, space, session_id)
+    coord.jobs.update_job(tenant, job_id, state="failed", reason=reason)
+    _leave_sequence(coord, tenant, space, session_id)
+
+
+def _leave_sequence(coord: Coordination, tenant: str, space: str, session_id: str) -> None:
+    """The session leaves its space's sequence and its parked chunks go."""
+    coord.sequence.unregister(tenant, space, session_id)
+    coord.chunks.drop_chunks(tenant, space, session_id)
 
 
 def accept_stage(
-    ctx: MemoryContext, coord: Coordinator, payload: AcceptPayload
+    ctx: MemoryContext, coord: Coordination, payload: AcceptPayload
 ) -> list[ExtractPayload] | None:
     """Store the raw session; return the chunks still to extract (a redelivered accept skips
     those already parked), or None when the session needs nothing more."""
     records.require_space(ctx.store, payload.tenant, payload.space)
     record, pending = accept(ctx, payload.tenant, payload.space, payload.session, payload.job_id)
     if not pending:
-        coord.unregister(payload.tenant, payload.space, payload.session.session_id)
-        coord.update_job(payload.tenant, payload.job_id, state="done", counts={}, unchanged=True)
+        coord.sequence.unregister(payload.tenant, payload.space, payload.session.session_id)
+        coord.jobs.update_job(
+            payload.tenant, payload.job_id, state="done", counts={}, unchanged=True
+        )
         return None
     if record.status == "accepted":
         records.put_session(ctx.store, record)
     if record.status != "accepted":
-        coord.update_job(payload.tenant, payload.job_id, state="committing")
+        coord.jobs.update_job(payload.tenant, payload.job_id, state="committing")
         return []  # extraction already committed; the drain takes it from here
-    coord.update_job(payload.tenant, payload.job_id, state="extracting")
-    parked = coord.parked(payload.tenant, payload.space, payload.session.session_id)
+    coord.jobs.update_job(payload.tenant, payload.job_id, state="extracting")
+    parked = coord.chunks.parked(payload.tenant, payload.space, payload.session.session_id)
     todo = extract_payloads(ctx, payload.job_id, payload.tenant, payload.space, payload.session)
     return [p for p in todo if p.chunk not in parked]  # none left: the drain takes it over
 
@@ -90,7 +97,7 @@ def extract_payloads(
     ]
 
 
-def extract_stage(ctx: MemoryContext, coord: Coordinator, payload: ExtractPayload) -> bool:
+def extract_stage(ctx: MemoryContext, chunks: ChunkParking, payload: ExtractPayload) -> bool:
     """Draft the facts of one chunk and park them; True once every chunk of the session is
     parked. Parking is idempotent, so a redelivered chunk counts once: the fan-in survives a
     worker killed at any point (a counter would not)."""
@@ -102,7 +109,7 @@ def extract_stage(ctx: MemoryContext, coord: Coordinator, payload: ExtractPayloa
         "drafts": [d.model_dump(mode="json") for d in drafts],
         "usage": used.as_counts(),
     }
-    parked = coord.put_chunk(
+    parked = chunks.put_chunk(
         payload.tenant,
         payload.space,
         payload.session.session_id,
@@ -114,15 +121,15 @@ def extract_stage(ctx: MemoryContext, coord: Coordinator, payload: ExtractPayloa
 
 
 def parked_drafts(
-    coord: Coordinator, tenant: str, space: str, session_id: str
+    chunks: ChunkParking, tenant: str, space: str, session_id: str
 ) -> tuple[list[DraftFact], dict[str, int]] | None:
     """The session's drafts in chunk order and what extracting them cost, or None while a
     chunk is still being extracted."""
-    present = coord.parked(tenant, space, session_id)  # names only: cheap while incomplete
+    present = chunks.parked(tenant, space, session_id)  # names only: cheap while incomplete
     total = max(present.values(), default=0)
     if not present or any(i not in present for i in range(total)):
         return None
-    parked = {i: json.loads(raw) for i, raw in coord.get_chunks(tenant, space, session_id).items()}
+    parked = {i: json.loads(raw) for i, raw in chunks.get_chunks(tenant, space, session_id).items()}
     cost = usage.Usage()
     for i in range(total):
         cost.merge(usage.Usage.from_counts(parked[i].get("usage", {})))
@@ -130,13 +137,13 @@ def parked_drafts(
     return drafts, cost.as_counts()
 
 
-def drain_stage(ctx: MemoryContext, coord: Coordinator, tenant: str, space: str) -> Next:
+def drain_stage(ctx: MemoryContext, coord: Coordination, tenant: str, space: str) -> Next:
     """Commit the head session of the space if its drafts are ready."""
     token = uuid.uuid4().hex
-    if not coord.acquire(tenant, space, token, ctx.settings.broker.lock_ttl_ms):
+    if not coord.locks.acquire(tenant, space, token, ctx.settings.broker.lock_ttl_ms):
         return Next.BUSY
     try:
-        head = coord.head(tenant, space)
+        head = coord.sequence.head(tenant, space)
         if head is None:
             return Next.NOTHING
         record = records.get_session(ctx.store, tenant, space, head)
@@ -145,46 +152,45 @@ def drain_stage(ctx: MemoryContext, coord: Coordinator, tenant: str, space: str)
         record = resume(ctx, record)
         job_id = record.job_id or ""
         if record.status == "done":
-            coord.unregister(tenant, space, head)
-            coord.drop_chunks(tenant, space, head)
-            job = coord.get_job(tenant, job_id)
+            _leave_sequence(coord, tenant, space, head)
+            job = coord.jobs.get_job(tenant, job_id)
             # Only a job that did this work (interrupted after it) is finished here with the
             # session's counts. A resubmitted job is still queued: its accept reports it
             # unchanged, and marking it here would let a waiter see stale counts.
             if job is not None and job.state in WORKING:
-                coord.update_job(tenant, job_id, state="done", counts=record.stats)
+                coord.jobs.update_job(tenant, job_id, state="done", counts=record.stats)
             return Next.DRAIN
         if record.status == "committed":
             return Next.PROFILE
-        parked = parked_drafts(coord, tenant, space, head)
+        parked = parked_drafts(coord.chunks, tenant, space, head)
         if parked is None:
             return Next.NOTHING  # still extracting: its last chunk asks for a drain
         drafts, extraction = parked
-        coord.update_job(tenant, job_id, state="committing")
+        coord.jobs.update_job(tenant, job_id, state="committing")
         try:
             commit_facts(ctx, record, drafts, extraction)
         except AtomMemError as exc:
             fail_job(coord, tenant, space, head, job_id, str(exc))
             return Next.DRAIN
         note_participants(ctx, tenant, space, record.session)
-        coord.update_job(tenant, job_id, state="profiling", counts=record.stats)
+        coord.jobs.update_job(tenant, job_id, state="profiling", counts=record.stats)
         return Next.PROFILE
     finally:
-        coord.release(tenant, space, token)
+        coord.locks.release(tenant, space, token)
 
 
 def profile_stage(
-    ctx: MemoryContext, coord: Coordinator, tenant: str, space: str, session_id: str | None
+    ctx: MemoryContext, coord: Coordination, tenant: str, space: str, session_id: str | None
 ) -> Next:
     """The profile batch after a session's commit (or on demand with no session)."""
     token = uuid.uuid4().hex
-    if not coord.acquire(tenant, space, token, ctx.settings.broker.lock_ttl_ms):
+    if not coord.locks.acquire(tenant, space, token, ctx.settings.broker.lock_ttl_ms):
         return Next.BUSY
     try:
         if session_id is None:
             profile_flush(ctx, tenant, space)
             return Next.NOTHING
-        if coord.head(tenant, space) != session_id:
+        if coord.sequence.head(tenant, space) != session_id:
             return Next.NOTHING  # a duplicate of a batch that already ran
         record = records.get_session(ctx.store, tenant, space, session_id)
         if record is None:
@@ -197,9 +203,8 @@ def profile_stage(
                 reason = f"profile batch: {exc}"
                 fail_job(coord, tenant, space, session_id, record.job_id or "", reason)
                 return Next.DRAIN
-        coord.unregister(tenant, space, session_id)
-        coord.drop_chunks(tenant, space, session_id)
-        coord.update_job(tenant, record.job_id or "", state="done", counts=record.stats)
+        _leave_sequence(coord, tenant, space, session_id)
+        coord.jobs.update_job(tenant, record.job_id or "", state="done", counts=record.stats)
         return Next.DRAIN
     finally:
-        coord.release(tenant, space, token)
+        coord.locks.release(tenant, space, token)

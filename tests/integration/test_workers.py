@@ -13,10 +13,11 @@ from celery import Celery
 
 from common.celery_config import celery_config
 from common.inputs.formats import read_sessions
+from common.models.session import SessionInput
 from common.producer import MemoryClient
 from common.settings import BrokerSettings, Settings, StoreSettings
 from common.store import records
-from common.store.coordination import RedisCoordinator
+from common.store.coordination import Coordination
 from common.store.qdrant import QdrantStore
 from tests.integration.conftest import ROOT, WorkerProcess, worker_env
 from tests.integration.memory_dump import dump
@@ -61,14 +62,17 @@ def producer(redis_url: str) -> MemoryClient:
     settings = Settings(broker=BrokerSettings(url=redis_url))
     app = Celery("producer")
     app.conf.update(celery_config(settings))
-    return MemoryClient(app, RedisCoordinator(redis_url, 3600))
+    coord = Coordination.redis(redis_url, 3600)
+    return MemoryClient(app, coord.jobs, coord.sequence)
 
 
-def shuffled_backlog(files: list[Path], seed: int) -> list[tuple[str, object]]:
-    items = []
+def shuffled_backlog(files: list[Path], seed: int) -> list[tuple[str, SessionInput]]:
+    items: list[tuple[str, SessionInput]] = []
     for f in files:
         data = read_sessions(f)
-        items.extend((data.space, s) for s in data.sessions)
+        space = data.space
+        assert space, f"{f} names no space"
+        items.extend((space, s) for s in data.sessions)
     random.Random(seed).shuffle(items)
     return items
 
@@ -88,7 +92,7 @@ def test_shuffled_backlog_through_queues_equals_sequential_ingest(
         worker.wait_ready()
         client = producer(redis_url)
         items = shuffled_backlog(files, seed=7)
-        jobs = client.submit_many("default", items)  # type: ignore[arg-type]
+        jobs = client.submit_many("default", items)
         finished = client.wait("default", [j.job_id for j in jobs], timeout=900)
     finally:
         worker.stop()
@@ -112,7 +116,7 @@ def test_worker_killed_mid_ingest_loses_and_duplicates_nothing(
     first = WorkerProcess(env, tmp_path / "worker1.log", ALL_QUEUES)
     first.wait_ready()
     client = producer(redis_url)
-    jobs = client.submit_many("default", shuffled_backlog(files, seed=3))  # type: ignore[arg-type]
+    jobs = client.submit_many("default", shuffled_backlog(files, seed=3))
     ids = [j.job_id for j in jobs]
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:

@@ -47,13 +47,13 @@ def admin(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     p = AdminPayload.model_validate(payload)
     observe_wait(Queue.MEMORY, p.enqueued_at)
     settings = runtime.settings()
-    ctx, coord = runtime.context(), runtime.coordinator()
+    ctx, coord = runtime.context(), runtime.coordination()
     token = uuid.uuid4().hex
-    if not coord.acquire(p.tenant, p.space, token, settings.broker.lock_ttl_ms):
+    if not coord.locks.acquire(p.tenant, p.space, token, settings.broker.lock_ttl_ms):
         raise self.retry(countdown=settings.broker.busy_retry_s)
     try:
         return administer(ctx, coord, p)
     except AtomMemError as exc:
         return failure(exc)
     finally:
-        coord.release(p.tenant, p.space, token)
+        coord.locks.release(p.tenant, p.space, token)

@@ -21,7 +21,7 @@ def accept(self: Task, payload: dict[str, Any]) -> None:
     chunks (extraction writes nothing) or finds the session further along."""
     p = AcceptPayload.model_validate(payload)
     observe_wait(Queue.INGEST, p.enqueued_at)
-    ctx, coord = runtime.context(), runtime.coordinator()
+    ctx, coord = runtime.context(), runtime.coordination()
     with job_fails_on_permanent_error(p) as outcome:
         chunks = stages.accept_stage(ctx, coord, p)
     if outcome.failed:
@@ -46,12 +46,12 @@ def extract(self: Task, payload: dict[str, Any]) -> None:
     redelivered chunk only parks the same drafts again."""
     p = ExtractPayload.model_validate(payload)
     observe_wait(Queue.EXTRACT, p.enqueued_at)
-    coord = runtime.coordinator()
-    job = coord.get_job(p.tenant, p.job_id)
+    coord = runtime.coordination()
+    job = coord.jobs.get_job(p.tenant, p.job_id)
     if job is not None and job.state == "failed":
         return  # another chunk of this session failed: parking this one would only linger
     with job_fails_on_permanent_error(p) as outcome:
-        complete = stages.extract_stage(runtime.context(), coord, p)
+        complete = stages.extract_stage(runtime.context(), coord.chunks, p)
     if not outcome.failed and complete:
         send_drain(p.tenant, p.space)
 
@@ -62,9 +62,9 @@ def drain(self: Task, payload: dict[str, Any]) -> None:
     finished from its recorded plan, so re-running is safe."""
     p = SpacePayload.model_validate(payload)
     observe_wait(Queue.MEMORY, p.enqueued_at)
-    step = stages.drain_stage(runtime.context(), runtime.coordinator(), p.tenant, p.space)
+    step = stages.drain_stage(runtime.context(), runtime.coordination(), p.tenant, p.space)
     if step is stages.Next.PROFILE:
-        head = runtime.coordinator().head(p.tenant, p.space)
+        head = runtime.coordination().sequence.head(p.tenant, p.space)
         send(
             TaskName.PROFILE,
             ProfilePayload(enqueued_at=0.0, tenant=p.tenant, space=p.space, session_id=head),
@@ -82,7 +82,7 @@ def profile(self: Task, payload: dict[str, Any]) -> None:
     p = ProfilePayload.model_validate(payload)
     observe_wait(Queue.PROFILE, p.enqueued_at)
     step = stages.profile_stage(
-        runtime.context(), runtime.coordinator(), p.tenant, p.space, p.session_id
+        runtime.context(), runtime.coordination(), p.tenant, p.space, p.session_id
     )
     busy_wait = runtime.settings().broker.busy_retry_s
     if step is stages.Next.BUSY and p.session_id is None:

@@ -77,7 +77,7 @@ def job_fails_on_permanent_error(p: AcceptPayload | ExtractPayload) -> Iterator[
     except TRANSIENT:
         raise
     except Exception as exc:  # permanent: the job says why, the space moves on
-        coord = runtime.coordinator()
+        coord = runtime.coordination()
         stages.fail_job(coord, p.tenant, p.space, p.session.session_id, p.job_id, reason(exc))
         send_drain(p.tenant, p.space)
         outcome.failed = True
