@@ -249,7 +249,7 @@ class FactArrays:
         self.people = np.zeros((n, max(len(people), 1)), dtype=bool)
         for j, person in enumerate(people):
             self.people[np.fromiter(facts.people_postings[person], dtype=np.int64), j] = True
-        self.has_people = self.people.any(axis=1)
+        self.has_people: np.ndarray = np.any(self.people, axis=1)
         self.id_rank = np.empty(n, dtype=np.int64)
         self.id_rank[sorted(range(n), key=facts.ids.__getitem__)] = np.arange(n)
 

@@ -26,6 +26,7 @@ K8S = INFRA / "k8s"
 CELERY_APP = "workers.celery_app"
 GPU_RESOURCE = "nvidia.com/gpu"
 
+SCRIPT_VAR = re.compile(r"\$\{(ATOMMEM_[A-Z0-9_]+):-")
 ENV_NAME = re.compile(r"(?<![A-Za-z0-9_])ATOMMEM_[A-Z0-9_]+")
 COMPOSE_VAR = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}")
 WORKLOADS = {"Deployment", "StatefulSet"}
@@ -59,6 +60,14 @@ def env_example() -> dict[str, str]:
             assert sep, f".env.example: not KEY=VALUE: {line!r}"
             pairs[key.strip()] = value.strip()
     return pairs
+
+
+def script_variables() -> set[str]:
+    """ATOMMEM_* names the local scripts read with a default (`${ATOMMEM_VENV:-.venv}`): theirs,
+    not settings."""
+    scripts = [INFRA / "dev.sh", *sorted((INFRA / "local").glob("*.sh"))]
+    names = {m for f in scripts for m in SCRIPT_VAR.findall(f.read_text())}
+    return {n for n in names if "__" not in n}  # a setting has a section: ATOMMEM_X__Y
 
 
 def k8s_docs() -> list[dict[str, Any]]:
@@ -223,7 +232,7 @@ def test_every_atommem_name_is_a_setting() -> None:
     files += sorted(K8S.glob("*.yaml"))
     names = {name for f in files for name in ENV_NAME.findall(f.read_text())}
     assert {"ATOMMEM_BROKER__URL", "ATOMMEM_STORE__QDRANT_URL"} <= names
-    unknown = sorted(n for n in names if not is_setting(n))
+    unknown = sorted(n for n in names - script_variables() if not is_setting(n))
     assert not unknown, f"not fields of common.settings.Settings: {unknown}"
 
 
