@@ -74,6 +74,19 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true")
         p.set_defaults(func=func)
 
+    _query_and_admin_commands(sub)
+    p = sub.add_parser("resume", help="finish the jobs an interrupted embedded run left")
+    p.set_defaults(func=cmd_resume)
+
+    p = sub.add_parser("demo", help="ingest the bundled sample conversation and answer questions")
+    p.set_defaults(func=cmd_demo)
+
+    _bench_commands(sub)
+    return parser
+
+
+def _query_and_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """search, ask, profile-batch, stats, space, job, delete."""
     p = sub.add_parser("search", help="ranked facts for a question (query queue)")
     p.add_argument("--space", required=True)
     p.add_argument("--k", type=int, default=None)
@@ -112,12 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--everything", action="store_true", help="the space itself")
     p.set_defaults(func=cmd_delete)
 
-    p = sub.add_parser("resume", help="finish the jobs an interrupted embedded run left")
-    p.set_defaults(func=cmd_resume)
 
-    p = sub.add_parser("demo", help="ingest the bundled sample conversation and answer questions")
-    p.set_defaults(func=cmd_demo)
-
+def _bench_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """bench locomo, bench scale, bench report."""
     bench = sub.add_parser("bench", help="benchmarks: LoCoMo recall, report").add_subparsers(
         dest="bench", required=True
     )
@@ -150,7 +160,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("results", nargs="+", help="result files or directories of them")
     p.add_argument("--out", required=True, help="directory for report.md and the plot")
     p.set_defaults(func=cmd_bench_report)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
