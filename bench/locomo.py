@@ -25,7 +25,6 @@ from common.inputs.formats import SpaceInput, load_json, read_sessions
 from common.llm import usage
 from common.models.session import Turn
 from common.store import records
-from common.store.qdrant import Kind
 
 MEMORY_VARIANTS = ("full", "flat", "no-graph", "no-profile")
 VARIANTS = (*MEMORY_VARIANTS, "raw-turns")
@@ -122,15 +121,8 @@ def llm_summary(counts: dict[str, int], n: int, per: str) -> dict[str, Any] | No
 def counts(
     store: Any, tenant: str, conversations: Sequence[Conversation], seconds: float | None
 ) -> dict[str, Any]:
-    totals = {
-        name: sum(store.count(kind, tenant, c.name) for c in conversations)
-        for name, kind in (
-            ("sessions", Kind.SESSIONS),
-            ("facts", Kind.FACTS),
-            ("events", Kind.EVENTS),
-            ("profiles", Kind.PROFILES),
-        )
-    }
+    per_space = [records.space_counts(store, tenant, c.name) for c in conversations]
+    totals = {name: sum(c[name] for c in per_space) for name in records.SPACE_KINDS}
     return {
         "conversations": len(conversations),
         **totals,

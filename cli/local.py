@@ -8,22 +8,25 @@ import json
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from tqdm import tqdm
 
 from cli.context import context, producer, setup, store_reachable
-from cli.output import print_profile, show_answer, show_search, usage_line
+from cli.output import print_event, print_fact, print_profile, show_answer, show_search, usage_line
 from common.errors import InvalidInput
 from common.inputs.formats import SpaceInput, read_sessions
 from common.memory.changes import CommitStats
-from common.memory.context import MemoryContext
 from common.models.jobs import Job
+from common.models.memory import Event, Fact, Profile
 from common.producer import MemoryClient
 from common.store import records
-from common.store.qdrant import Kind
+from common.store.space_index import SpaceIndex
 from workers import runtime
+
+R = TypeVar("R", Fact, Event, Profile)
 
 
 def _inputs(paths: Sequence[str], fmt: str) -> list[tuple[Path, SpaceInput]]:
@@ -125,10 +128,11 @@ def _report(tenant: str, finished: list[Job], seconds: float) -> int:
         )
         if store_reachable():
             ctx = context()
-            counts = [
-                ctx.store.count(k, tenant, space) for k in (Kind.FACTS, Kind.EVENTS, Kind.PROFILES)
-            ]
-            line += f" | space now {counts[0]} facts, {counts[1]} events, {counts[2]} profiles"
+            now = records.space_counts(ctx.store, tenant, space)
+            line += (
+                f" | space now {now['facts']} facts, {now['events']} events, "
+                f"{now['profiles']} profiles"
+            )
         print(line)
     facts = sum(s.facts_in for s in per_space.values())
     rate = facts / seconds if seconds > 0 else 0.0
@@ -147,64 +151,42 @@ def _report(tenant: str, finished: list[Job], seconds: float) -> int:
     return 1 if failed else 0
 
 
-def _space(ctx: MemoryContext, tenant: str, space: str) -> None:
-    records.require_space(ctx.store, tenant, space)
+def _index(args: argparse.Namespace) -> SpaceIndex:
+    """The space's index, opened by this process (the listings read the store directly)."""
+    tenant = setup(args)
+    ctx = context()
+    records.require_space(ctx.store, tenant, args.space)
+    return ctx.index(tenant, args.space)
+
+
+def _listing(
+    args: argparse.Namespace, kind: str, items: Sequence[R], show: Callable[[R], None]
+) -> int:
+    """The first `--limit` items, as JSON lines or as text, then how many there are."""
+    for item in items[: args.limit]:
+        if args.json:
+            print(item.model_dump_json())
+        else:
+            show(item)
+    print(f"{len(items)} {kind}")
+    return 0
 
 
 def cmd_facts(args: argparse.Namespace) -> int:
-    tenant = setup(args)
-    ctx = context()
-    _space(ctx, tenant, args.space)
     facts = sorted(
-        ctx.index(tenant, args.space).facts.items(),
-        key=lambda f: (f.source.session_seq, f.source.positions),
+        _index(args).facts.items(), key=lambda f: (f.source.session_seq, f.source.positions)
     )
-    for fact in facts[: args.limit]:
-        if args.json:
-            print(fact.model_dump_json())
-            continue
-        when = f" [{fact.time.event.start}..{fact.time.event.end}]" if fact.time.event else ""
-        turns = ",".join(fact.all_turn_ids())
-        print(f"- {fact.text}{when}  ({turns}; {', '.join(fact.keywords)})")
-        for rev in fact.history:
-            print(f"    was: {rev.text} (replaced in {rev.replaced_by_session})")
-    print(f"{len(facts)} facts")
-    return 0
+    return _listing(args, "facts", facts, print_fact)
 
 
 def cmd_events(args: argparse.Namespace) -> int:
-    tenant = setup(args)
-    ctx = context()
-    _space(ctx, tenant, args.space)
-    index = ctx.index(tenant, args.space)
-    events = index.events.items()
-    for event in events[: args.limit]:
-        if args.json:
-            print(event.model_dump_json())
-            continue
-        span = f" [{event.time_span.start}..{event.time_span.end}]" if event.time_span else ""
-        print(f"* {event.summary}{span}  ({len(event.fact_ids)} facts)")
-        for fid in event.fact_ids:
-            if fid in index.facts:
-                print(f"    - {index.facts.get(fid).text}")
-    print(f"{len(events)} events")
-    return 0
+    index = _index(args)
+    return _listing(args, "events", index.events.items(), lambda e: print_event(e, index.facts))
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:
-    tenant = setup(args)
-    ctx = context()
-    _space(ctx, tenant, args.space)
-    profiles = sorted(
-        ctx.index(tenant, args.space).profiles.items(), key=lambda p: (p.person, p.t_from)
-    )
-    for profile in profiles[: args.limit]:
-        if args.json:
-            print(profile.model_dump_json())
-        else:
-            print_profile(profile)
-    print(f"{len(profiles)} profiles")
-    return 0
+    profiles = sorted(_index(args).profiles.items(), key=lambda p: (p.person, p.t_from))
+    return _listing(args, "profiles", profiles, print_profile)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -248,10 +230,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
     else:
         spaces = records.list_spaces(ctx.store, tenant)
     print(f"{'space':<20} {'sessions':>8} {'facts':>7} {'events':>7} {'profiles':>8}")
-    kinds = (Kind.SESSIONS, Kind.FACTS, Kind.EVENTS, Kind.PROFILES)
     for sp in spaces:
-        counts = [ctx.store.count(k, tenant, sp.space) for k in kinds]
-        print(f"{sp.space:<20} {counts[0]:>8} {counts[1]:>7} {counts[2]:>7} {counts[3]:>8}")
+        c = records.space_counts(ctx.store, tenant, sp.space)
+        print(
+            f"{sp.space:<20} {c['sessions']:>8} {c['facts']:>7} {c['events']:>7} {c['profiles']:>8}"
+        )
     return 0
 
 

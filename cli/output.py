@@ -7,7 +7,25 @@ import json
 from typing import Any
 
 from common.llm import usage
-from common.models.memory import Profile
+from common.models.memory import Event, Fact, Profile
+from common.store.space_index import KindIndex
+
+
+def print_fact(fact: Fact) -> None:
+    when = f" [{fact.time.event.start}..{fact.time.event.end}]" if fact.time.event else ""
+    turns = ",".join(fact.all_turn_ids())
+    print(f"- {fact.text}{when}  ({turns}; {', '.join(fact.keywords)})")
+    for rev in fact.history:
+        print(f"    was: {rev.text} (replaced in {rev.replaced_by_session})")
+
+
+def print_event(event: Event, facts: KindIndex[Fact]) -> None:
+    """The event and the text of each member fact still stored."""
+    span = f" [{event.time_span.start}..{event.time_span.end}]" if event.time_span else ""
+    print(f"* {event.summary}{span}  ({len(event.fact_ids)} facts)")
+    for fid in event.fact_ids:
+        if fid in facts:
+            print(f"    - {facts.get(fid).text}")
 
 
 def print_profile(profile: Profile) -> None:

@@ -13,7 +13,6 @@ from common.models.jobs import AdminPayload, ReadPayload
 from common.models.memory import Event, Fact, Profile
 from common.store import records
 from common.store.coordination import ChunkParking, Coordination, JobStore
-from common.store.qdrant import Kind
 from common.store.space_index import KindIndex
 
 Record = TypeVar("Record", Fact, Event, Profile)
@@ -60,15 +59,7 @@ def _order(record: Fact | Event | Profile) -> tuple[int, list[int], str] | str:
 
 def _space(ctx: MemoryContext, tenant: str, space: str) -> dict[str, Any]:
     record = records.require_space(ctx.store, tenant, space)
-    counts = {
-        name: ctx.store.count(kind, tenant, space)
-        for name, kind in (
-            ("sessions", Kind.SESSIONS),
-            ("facts", Kind.FACTS),
-            ("events", Kind.EVENTS),
-            ("profiles", Kind.PROFILES),
-        )
-    }
+    counts = records.space_counts(ctx.store, tenant, space)
     return {
         "name": record.space,
         "created_at": record.created_at.isoformat(),

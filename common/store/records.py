@@ -55,6 +55,19 @@ def list_spaces(store: QdrantStore, tenant: str) -> list[SpaceRecord]:
     return sorted(records, key=lambda r: r.space)
 
 
+SPACE_KINDS = {
+    "sessions": Kind.SESSIONS,
+    "facts": Kind.FACTS,
+    "events": Kind.EVENTS,
+    "profiles": Kind.PROFILES,
+}
+
+
+def space_counts(store: QdrantStore, tenant: str, space: str) -> dict[str, int]:
+    """How many sessions, facts, events and profiles the space holds."""
+    return {name: store.count(kind, tenant, space) for name, kind in SPACE_KINDS.items()}
+
+
 def get_session(
     store: QdrantStore, tenant: str, space: str, session_id: str
 ) -> SessionRecord | None:
