@@ -6,10 +6,11 @@ import time
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_process_init
+from celery.app import trace
+from celery.signals import heartbeat_sent, worker_process_init, worker_ready
 
 from common.celery_config import celery_config
-from workers import runtime
+from workers import heartbeat, runtime
 
 app = Celery(
     "atommem", include=["workers.tasks.pipeline", "workers.tasks.query", "workers.tasks.admin"]
@@ -26,7 +27,20 @@ def _fresh_clients(**_: Any) -> None:
     runtime.reset()
 
 
+@worker_ready.connect
+@heartbeat_sent.connect
+def _beat(**_: Any) -> None:
+    """The consumer loop is connected and turning: the probes' heartbeat file
+    (workers/heartbeat.py). Celery sends a heartbeat every 2 s."""
+    heartbeat.beat()
+
+
 def observe_wait(queue: str, enqueued_at: float) -> None:
     """Record how long a task sat in its queue (for the benchmark's medians)."""
     if enqueued_at > 0:
         runtime.coordination().waits.record_wait(queue, max(0.0, time.time() - enqueued_at))
+
+
+# A task's return value is a reply full of memory: the success line names the task, never
+# what it returned (replies must not outlive an erasure in a log file).
+trace.LOG_SUCCESS = "Task %(name)s[%(id)s] succeeded in %(runtime)ss"

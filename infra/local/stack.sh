@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Start or stop the local multi-process stack without containers: Redis (if none is running),
 # Celery workers per queue group, Flower, and the HTTP API when ATOMMEM_API__ADMIN_KEY is
-# set. `stop` stops exactly what `start` started.
+# set. `stop` stops exactly what `start` started: the API and Flower, then the workers (each
+# finishes the task in hand, Celery's warm shutdown, for up to the grace period), then Redis,
+# last, so a stopping worker can still acknowledge its task. Redis keeps an append-only file in
+# the run folder, so queued tasks survive a stop and start.
 #
 #   bash infra/local/stack.sh start   # ATOMMEM_BROKER__URL defaults to redis://127.0.0.1:6379/0
 #   bash infra/local/stack.sh status
@@ -14,7 +17,10 @@ CELERY="$VENV/bin/celery"
 export ATOMMEM_BROKER__URL="${ATOMMEM_BROKER__URL:-redis://127.0.0.1:6379/0}"
 FLOWER_PORT="${ATOMMEM_FLOWER_PORT:-5555}"
 API_PORT="${ATOMMEM_API_PORT:-8080}"
+# Above broker.time_limit, as the containers' stop grace periods are.
+GRACE="${ATOMMEM_STOP_GRACE_S:-$(( ${ATOMMEM_BROKER__TIME_LIMIT:-360} + 40 ))}"
 mkdir -p "$RUN"
+RUN=$(cd "$RUN" && pwd)  # absolute: redis-server resolves its paths from its own folder
 
 redis_port() { python3 -c "import sys,urllib.parse as u; print(u.urlparse(sys.argv[1]).port or 6379)" "$ATOMMEM_BROKER__URL"; }
 
@@ -31,9 +37,14 @@ start_bg() {  # name, command...
 start() {
   local port; port=$(redis_port)
   if ! redis-cli -p "$port" ping >/dev/null 2>&1; then
-    redis-server --daemonize yes --port "$port" --save "" --appendonly no \
-      --pidfile "$PWD/$RUN/redis.pid" --logfile "$PWD/$RUN/redis.log"
-    for _ in $(seq 1 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+    mkdir -p "$RUN/redis"
+    redis-server --daemonize yes --bind 127.0.0.1 --port "$port" --dir "$RUN/redis" \
+      --appendonly yes --appendfsync everysec --save "" --maxmemory-policy noeviction \
+      --pidfile "$RUN/redis.pid" --logfile "$RUN/redis.log"
+    for _ in $(seq 1 100); do
+      [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] && break
+      sleep 0.1
+    done
     echo "started redis on port $port (pid $(cat "$RUN/redis.pid"))"
   else
     echo "redis already running on port $port: using it, will not stop it"
@@ -58,20 +69,51 @@ start() {
   fi
 }
 
-stop() {
-  local pidfile name pid
-  for pidfile in "$RUN"/*.pid; do
-    [ -e "$pidfile" ] || continue
-    name=$(basename "$pidfile" .pid)
-    pid=$(cat "$pidfile")
-    if kill -0 "$pid" 2>/dev/null; then
-      if [ "$name" = redis ]; then kill "$pid"; else kill -TERM -- "-$pid" 2>/dev/null || kill "$pid"; fi
-      for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -0 "$pid" 2>/dev/null && kill -KILL -- "-$pid" 2>/dev/null || true
-      echo "stopped $name (pid $pid)"
-    fi
-    rm -f "$pidfile"
+running() { kill -0 "$1" 2>/dev/null; }
+
+stop_all() {  # grace seconds, names...: SIGTERM to each, wait for all, SIGKILL what is left
+  local grace=$1 name i deadline waiting
+  local names=() pids=()
+  shift
+  for name in "$@"; do
+    [ -f "$RUN/$name.pid" ] || continue
+    names+=("$name")
+    pids+=("$(cat "$RUN/$name.pid")")  # kept: Redis deletes its pid file on the way out
   done
+  for i in "${!pids[@]}"; do
+    # start_bg runs each in a session of its own: the group takes the pool's children along.
+    running "${pids[$i]}" && { kill -TERM -- "-${pids[$i]}" 2>/dev/null || kill -TERM "${pids[$i]}" 2>/dev/null || true; }
+  done
+  deadline=$((SECONDS + grace))
+  while :; do
+    waiting=()
+    for i in "${!pids[@]}"; do running "${pids[$i]}" && waiting+=("$i"); done
+    [ "${#waiting[@]}" -eq 0 ] && break
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      for i in "${waiting[@]}"; do
+        echo "${names[$i]} still running after ${grace}s: killing it" >&2
+        kill -KILL -- "-${pids[$i]}" 2>/dev/null || kill -KILL "${pids[$i]}" 2>/dev/null || true
+      done
+      sleep 0.5
+      break
+    fi
+    sleep 0.2
+  done
+  for i in "${!pids[@]}"; do
+    rm -f "$RUN/${names[$i]}.pid"
+    echo "stopped ${names[$i]} (pid ${pids[$i]})"
+  done
+}
+
+stop() {
+  local pidfile workers=()
+  for pidfile in "$RUN"/worker-*.pid; do
+    [ -e "$pidfile" ] && workers+=("$(basename "$pidfile" .pid)")
+  done
+  stop_all 30 api flower
+  [ "${#workers[@]}" -gt 0 ] && stop_all "$GRACE" "${workers[@]}"
+  stop_all 60 redis  # writes its append-only file on the way out
+  return 0
 }
 
 status() {

@@ -1,5 +1,7 @@
 """The deployment files in infra/ checked against the code they deploy: settings names and
-values, queue names, the Celery app, GPU reservations and the KEDA trigger (nothing runs)."""
+values, queue names, the Celery app, GPU reservations, the KEDA trigger, probes, rollout
+strategies, images and security contexts (nothing runs but the probe commands; the real
+validators are in test_infra_validators.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,9 @@ import importlib.util
 import os
 import re
 import shlex
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any, get_args
 from urllib.parse import urlparse
@@ -23,6 +28,8 @@ INFRA = ROOT / "infra"
 COMPOSE_FILE = INFRA / "compose" / "docker-compose.yml"
 ENV_EXAMPLE = INFRA / "compose" / ".env.example"
 K8S = INFRA / "k8s"
+KUSTOMIZATION = K8S / "kustomization.yaml"
+EXAMPLE_SUFFIX = ".example.yaml"  # shows a shape, never applied (the example Secret)
 CELERY_APP = "workers.celery_app"
 GPU_RESOURCE = "nvidia.com/gpu"
 
@@ -71,11 +78,17 @@ def script_variables() -> set[str]:
 
 
 def k8s_docs() -> list[dict[str, Any]]:
+    """Every manifest in infra/k8s, the examples included."""
     docs = []
     for path in sorted(K8S.glob("*.yaml")):
-        if path.name != "kustomization.yaml":
+        if path != KUSTOMIZATION:
             docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d is not None)
     return docs
+
+
+def kustomization() -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(KUSTOMIZATION.read_text())
+    return doc
 
 
 def k8s_kind(kind: str) -> list[dict[str, Any]]:
@@ -96,6 +109,11 @@ def containers() -> list[tuple[dict[str, Any], dict[str, Any]]]:
 def pod_spec(workload: dict[str, Any]) -> dict[str, Any]:
     spec: dict[str, Any] = workload["spec"]["template"]["spec"]
     return spec
+
+
+def workload(name: str) -> dict[str, Any]:
+    (found,) = [w for w in k8s_docs() if w["kind"] in WORKLOADS and w["metadata"]["name"] == name]
+    return found
 
 
 # --- commands -----------------------------------------------------------------------------
@@ -217,11 +235,23 @@ def test_every_yaml_file_parses(path: Path) -> None:
             assert doc["kind"] == "Kustomization" or doc["metadata"]["name"]
 
 
-def test_kustomization_lists_every_manifest() -> None:
-    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
-    manifests = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
-    assert sorted(kustomization["resources"]) == sorted(manifests)
+def test_kustomization_lists_every_manifest_but_the_examples() -> None:
+    manifests = {p.name for p in K8S.glob("*.yaml")} - {KUSTOMIZATION.name}
+    examples = {name for name in manifests if name.endswith(EXAMPLE_SUFFIX)}
+    assert sorted(kustomization()["resources"]) == sorted(manifests - examples)
     assert not list(K8S.glob("*.yml")), "use .yaml in infra/k8s"
+
+
+def test_the_example_secret_is_not_applied() -> None:
+    """Its placeholder values (change-me) must never reach a cluster by `apply -k`."""
+    applied = [d for name in kustomization()["resources"] for d in k8s_file(name)]
+    assert not [d for d in applied if d["kind"] == "Secret"]
+    (example,) = k8s_kind("Secret")
+    assert example["metadata"]["name"] == "atommem-secrets"
+
+
+def k8s_file(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((K8S / name).read_text()) if d is not None]
 
 
 # --- settings names and values ------------------------------------------------------------
@@ -401,12 +431,23 @@ def test_keda_scales_the_extract_workers_on_the_extract_list() -> None:
     assert container["name"] == spec["scaleTargetRef"]["envSourceContainerName"]
     assert worker_queues(k8s_argv(container)) == [Queue.EXTRACT.value]
 
-    # The scaler reads the broker's Redis: same host, port and database.
+    # The scaler reads the broker's Redis: same Service, port and database. It connects from
+    # KEDA's namespace, so it names the Service by its full DNS name in the app's namespace.
     cm = configmap()
     assert {"configMapRef": {"name": "atommem-env"}} in container["envFrom"]
     broker = urlparse(cm["ATOMMEM_BROKER__URL"])
-    assert cm[meta["addressFromEnv"]] == f"{broker.hostname}:{broker.port}"
+    namespace = kustomization()["namespace"]
+    assert broker.hostname in {s["metadata"]["name"] for s in k8s_kind("Service")}
+    fqdn = f"{broker.hostname}.{namespace}.svc.cluster.local"
+    assert cm[meta["addressFromEnv"]] == f"{fqdn}:{broker.port}"
     assert meta["databaseIndex"] == (broker.path.strip("/") or "0")
+
+
+def test_the_keda_target_leaves_replicas_to_the_autoscaler() -> None:
+    """A `replicas` in the target resets the count KEDA set on every `kubectl apply`."""
+    for scaled in k8s_kind("ScaledObject"):
+        target = workload(scaled["spec"]["scaleTargetRef"]["name"])
+        assert "replicas" not in target["spec"], target["metadata"]["name"]
 
 
 # --- the API ------------------------------------------------------------------------------
@@ -430,4 +471,253 @@ def test_the_api_runs_from_the_slim_image() -> None:
     assert api["build"]["target"] == "api"
     assert re.search(r"^FROM base AS api$", (INFRA / "Dockerfile").read_text(), re.MULTILINE)
     ((_, container),) = [(w, c) for w, c in containers() if w["metadata"]["name"] == "api"]
-    assert container["image"] == api["image"]
+    assert container["image"] == interpolate(api["image"], {})
+
+
+# --- rollouts and images ------------------------------------------------------------------
+
+RELEASE = re.compile(r"\d+\.\d+\.\d+")  # a full version: `7` or `latest` floats
+
+
+def gpu_workloads() -> list[dict[str, Any]]:
+    return [
+        w
+        for w in k8s_docs()
+        if w["kind"] in WORKLOADS
+        and any(
+            GPU_RESOURCE in c.get("resources", {}).get("limits", {})
+            for c in pod_spec(w)["containers"]
+        )
+    ]
+
+
+def test_gpu_deployments_never_run_old_and_new_pods_at_once() -> None:
+    """A GPU pod holds its GPU (and vllm its ReadWriteOnce volume): a surge pod would wait
+    for one forever, so a rollout stops the old pod first."""
+    gpu = gpu_workloads()
+    assert {w["metadata"]["name"] for w in gpu} == {"vllm", "extract-worker"}
+    for w in gpu:
+        strategy = w["spec"].get("strategy", {})
+        surge = strategy.get("rollingUpdate", {}).get("maxSurge", "25%")
+        assert strategy.get("type") == "Recreate" or surge in (0, "0", "0%"), w["metadata"]
+    assert workload("vllm")["spec"]["strategy"]["type"] == "Recreate"
+
+
+def image_problem(image: str) -> str | None:
+    """Why `image` is not a registry-qualified, pinned reference; None when it is."""
+    name, _, tag = image.rpartition(":")
+    registry = image.split("/", 1)[0]
+    if "/" not in image or not ("." in registry or ":" in registry or registry == "localhost"):
+        return "names no registry"
+    if not name or "/" in tag or not RELEASE.search(tag):
+        return "has no pinned release tag"
+    return None
+
+
+def all_images() -> dict[str, str]:
+    """Every image reference: compose (with .env.example and with no .env at all), the k8s
+    manifests and the Dockerfile's base."""
+    found = {}
+    for env_name, env in (("env.example", env_example()), ("defaults", {})):
+        for name, svc in services().items():
+            found[f"compose {name} ({env_name})"] = interpolate(svc["image"], env)
+    for w, c in containers():
+        found[f"k8s {w['metadata']['name']}/{c['name']}"] = c["image"]
+    for line in (INFRA / "Dockerfile").read_text().splitlines():
+        if line.startswith("FROM ") and not line.startswith("FROM base "):
+            found[f"Dockerfile {line}"] = line.split()[1]
+    return found
+
+
+def test_images_name_a_registry_and_a_pinned_release() -> None:
+    bad = {
+        where: f"{image} {image_problem(image)}"
+        for where, image in all_images().items()
+        if image_problem(image)
+    }
+    assert not bad, bad
+
+
+def test_kustomize_retags_every_app_image() -> None:
+    app = {c["image"].rpartition(":")[0] for _, c in containers() if "/atommem/" in c["image"]}
+    assert len(app) == 3, app
+    retagged = {i["name"]: i for i in kustomization()["images"]}
+    assert set(retagged) == app
+    for name, entry in retagged.items():
+        assert RELEASE.fullmatch(entry["newTag"]), name
+
+
+def test_vllm_is_one_pinned_release_everywhere() -> None:
+    """The vllm server image and the `gpu` image's in-process engine run the same release."""
+    dockerfile = (INFRA / "Dockerfile").read_text()
+    match = re.search(r"^ARG VLLM_VERSION=(\S+)$", dockerfile, re.MULTILINE)
+    assert match and RELEASE.fullmatch(match[1]), "infra/Dockerfile pins no VLLM_VERSION"
+    assert '"vllm==${VLLM_VERSION}"' in dockerfile
+    tag = f"v{match[1]}"
+    (k8s_image,) = [c["image"] for _, c in containers() if is_vllm_server(k8s_argv(c))]
+    assert k8s_image.endswith(f"/vllm/vllm-openai:{tag}")
+    compose_image = services()["vllm"]["image"]
+    assert interpolate(compose_image, env_example()).endswith(f":{tag}")
+    assert interpolate(compose_image, {}).endswith(f":{tag}")
+
+
+# --- Redis ----------------------------------------------------------------------------------
+
+
+def redis_argvs() -> dict[str, Argv]:
+    ((_, container),) = [(w, c) for w, c in containers() if w["metadata"]["name"] == "redis"]
+    compose_redis = [interpolate(a, env_example()) for a in compose_argv(services()["redis"])]
+    return {"compose": compose_redis, "k8s": k8s_argv(container)}
+
+
+def memory_bytes(size: str) -> int:
+    """Redis sizes (1gb, 1536mb) and Kubernetes quantities (2Gi, 512Mi)."""
+    m = re.fullmatch(r"(\d+)\s*([kmg]i?b?)?", size.strip().lower())
+    assert m, f"unreadable size {size!r}"
+    unit = (m[2] or "").rstrip("b").rstrip("i")
+    return int(m[1]) * 1024 ** " kmg".index(unit or " ")
+
+
+def test_redis_caps_its_memory_and_never_evicts() -> None:
+    """Evicting would drop queued tasks or job state; a full Redis must refuse writes."""
+    argvs = redis_argvs()
+    assert set(argvs) == {"compose", "k8s"}
+    for source, argv in argvs.items():
+        assert option(argv, "--maxmemory-policy", "--maxmemory-policy") == "noeviction", source
+        cap = option(argv, "--maxmemory", "--maxmemory")
+        assert cap and memory_bytes(cap) > 0, source
+    ((_, container),) = [(w, c) for w, c in containers() if w["metadata"]["name"] == "redis"]
+    limit = memory_bytes(container["resources"]["limits"]["memory"])
+    assert memory_bytes(option(argvs["k8s"], "--maxmemory", "--maxmemory") or "0") < 0.8 * limit
+
+
+def fake_redis_cli(tmp_path: Path, reply: str) -> dict[str, str]:
+    """An environment whose `redis-cli` prints `reply` and exits 0, as the real one does on an
+    error reply."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    cli = bin_dir / "redis-cli"
+    cli.write_text(f"#!/bin/sh\nprintf '%s\\n' {shlex.quote(reply)}\n")
+    cli.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+def redis_readiness_commands() -> dict[str, Argv]:
+    ((_, container),) = [(w, c) for w, c in containers() if w["metadata"]["name"] == "redis"]
+    test = services()["redis"]["healthcheck"]["test"]
+    compose_cmd = ["sh", "-c", test[1]] if test[0] == "CMD-SHELL" else test[1:]
+    return {"k8s": container["readinessProbe"]["exec"]["command"], "compose": compose_cmd}
+
+
+@pytest.mark.parametrize(
+    ("reply", "ready"),
+    [("PONG", True), ("LOADING Redis is loading the dataset in memory", False),
+     ("NOAUTH Authentication required.", False), ("", False)],
+)  # fmt: skip
+def test_redis_readiness_fails_on_an_error_reply(tmp_path: Path, reply: str, ready: bool) -> None:
+    env = fake_redis_cli(tmp_path, reply)
+    for source, argv in redis_readiness_commands().items():
+        done = subprocess.run(argv, env=env, capture_output=True, timeout=30)
+        assert (done.returncode == 0) == ready, (source, reply)
+
+
+# --- who the pods run as --------------------------------------------------------------------
+
+
+def test_pods_run_as_a_numeric_non_root_user() -> None:
+    dockerfile = (INFRA / "Dockerfile").read_text()
+    image_users = set(re.findall(r"^USER (\d+)(?::\d+)?$", dockerfile, re.MULTILINE))
+    assert image_users == {"10001"}, "every app image runs as the numeric user 10001"
+    for w in (d for d in k8s_docs() if d["kind"] in WORKLOADS):
+        name, spec = w["metadata"]["name"], pod_spec(w)
+        pod = spec.get("securityContext", {})
+        assert pod.get("runAsNonRoot") is True, name
+        assert isinstance(pod.get("runAsUser"), int) and pod["runAsUser"] > 0, name
+        for c in spec["containers"]:
+            if "/atommem/" in c["image"]:
+                assert str(pod["runAsUser"]) in image_users, name
+            ctx = c.get("securityContext", {})
+            assert ctx.get("allowPrivilegeEscalation") is False, (name, c["name"])
+            assert "ALL" in ctx.get("capabilities", {}).get("drop", []), (name, c["name"])
+
+
+# --- probes ---------------------------------------------------------------------------------
+
+
+def test_api_probes_never_wait_on_a_queue_and_answer_within_their_timeout() -> None:
+    from api.routes.health import REDIS_TIMEOUT_S  # the longest /readyz waits
+
+    ((_, container),) = [(w, c) for w, c in containers() if w["metadata"]["name"] == "api"]
+    ready, live = container["readinessProbe"], container["livenessProbe"]
+    assert ready["httpGet"]["path"] == "/readyz"  # not ?deep=true: that one waits on a worker
+    assert live["httpGet"]["path"] == "/healthz"
+    assert ready.get("timeoutSeconds", 1) > REDIS_TIMEOUT_S
+
+
+def celery_containers() -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    return [(w, c) for w, c in containers() if is_celery(k8s_argv(c))]
+
+
+def test_workers_and_flower_have_liveness_and_readiness_probes() -> None:
+    import flower.urls
+
+    kinds = set()
+    for w, c in celery_containers():
+        name = w["metadata"]["name"]
+        assert "livenessProbe" in c and "readinessProbe" in c, name
+        if worker_queues(k8s_argv(c)):
+            kinds.add("worker")
+            for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+                assert c[probe]["exec"]["command"][:3] == ["python", "-m", "workers.heartbeat"]
+                assert c[probe].get("timeoutSeconds", 1) >= 3, (name, probe)  # starts Python
+        else:
+            kinds.add("flower")
+            for probe in ("readinessProbe", "livenessProbe"):
+                assert c[probe]["httpGet"]["path"] == "/healthcheck", name
+    assert kinds == {"worker", "flower"}
+    # Flower serves /healthcheck, and without its login (no tornado.web.authenticated wrapper).
+    (check,) = [r for r in flower.urls.handlers if isinstance(r, tuple) and r[0] == "/healthcheck"]
+    assert not hasattr(check[1].get, "__wrapped__")
+
+    for name, svc in services().items():
+        if is_celery(compose_argv(svc)):
+            assert svc.get("healthcheck", {}).get("test"), name
+
+
+def worker_probe_commands() -> list[Argv]:
+    argvs = [
+        c[probe]["exec"]["command"]
+        for w, c in celery_containers()
+        if worker_queues(k8s_argv(c))
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe")
+    ]
+    argvs += [
+        svc["healthcheck"]["test"][1:]
+        for svc in services().values()
+        if worker_queues(compose_argv(svc))
+    ]
+    return argvs
+
+
+def test_worker_probes_pass_on_a_fresh_heartbeat_only(tmp_path: Path) -> None:
+    """The probe commands as written, run here: no file (not connected yet) and a stale file
+    (a stuck consumer loop) fail; a fresh one passes."""
+    beat = tmp_path / "atommem-worker.heartbeat"
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+
+    def passes(argv: Argv) -> bool:
+        assert argv[0] == "python"
+        done = subprocess.run([sys.executable, *argv[1:]], cwd=ROOT, env=env, timeout=60)
+        return done.returncode == 0
+
+    commands = {tuple(a) for a in worker_probe_commands()}
+    assert len(commands) >= 2
+    for argv in commands:
+        max_age = float(option(list(argv), "--max-age", "--max-age") or "nan")
+        beat.unlink(missing_ok=True)
+        assert not passes(list(argv)), argv
+        beat.touch()
+        assert passes(list(argv)), argv
+        stale = time.time() - max_age - 5
+        os.utime(beat, (stale, stale))
+        assert not passes(list(argv)), argv
