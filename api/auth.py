@@ -92,15 +92,24 @@ class KeyStore:
         pipe.hdel(keys.tenant_keys(tenant), key_id)
         pipe.execute()
 
-    def allow_write(self, tenant: str, per_minute: int) -> float | None:
-        """Count a write; None when allowed, else the seconds until the window resets."""
+    def allow_write(self, tenant: str, per_minute: int) -> tuple[str, float | None]:
+        """Count a write in this minute's window: the window's counter, and None when the
+        write is allowed, else the seconds until the window resets (it is then not counted)."""
         now = time.time()
         window = int(now // 60)
-        key = keys.write_rate(tenant, window)
+        counter = keys.write_rate(tenant, window)
         pipe = self._r.pipeline()
-        pipe.incr(key)
-        pipe.expire(key, 120)
+        pipe.incr(counter)
+        pipe.expire(counter, 120)
         count = int(pipe.execute()[0])
         if count <= per_minute:
-            return None
-        return (window + 1) * 60 - now
+            return counter, None
+        self._r.decr(counter)
+        return counter, (window + 1) * 60 - now
+
+    def refund_write(self, counter: str) -> None:
+        """Give back a write counted in `counter` that was then refused."""
+        pipe = self._r.pipeline()
+        pipe.decr(counter)
+        pipe.expire(counter, 120)  # a slow refusal may outlive the window's own expiry
+        pipe.execute()

@@ -13,7 +13,9 @@
 Replies are the server's pydantic models (`Job`, `SearchResponse`, `Fact`, `Space`, ...).
 `AsyncAtomMem` has the same methods as coroutines. Errors raise `ApiError` subclasses that
 match the server's classes: `NotFoundError` (404), `ConflictError` (409), `InvalidError`
-(413/422/400), `RateLimited` (429, with `retry_after`), `ApiError` otherwise.
+(413/422/400), `RateLimited` (429) and `Unavailable` (503, 504), both with `retry_after`,
+`ApiError` otherwise. Every id goes into the URL as one quoted path segment; one no URL
+keeps as it is ('', '.', '..') is a ValueError before anything is sent.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, overload
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel
@@ -72,6 +75,22 @@ class RateLimited(ApiError):
         self.retry_after = retry_after
 
 
+class Unavailable(ApiError):
+    """The server's Redis or workers do not answer (503, 504): try again after `retry_after`."""
+
+    def __init__(self, status: int, detail: str, retry_after: float) -> None:
+        super().__init__(status, detail)
+        self.retry_after = retry_after
+
+
+def segment(value: str) -> str:
+    """`value` as one URL path segment. '', '.' and '..' cannot be one: a URL resolves them
+    against the path around them, and the request would reach another resource."""
+    if value in ("", ".", ".."):
+        raise ValueError(f"{value!r} cannot be a path segment: no space, session or item has it")
+    return quote(value, safe="")
+
+
 @dataclass(frozen=True)
 class Call:
     """One request, built the same way for the sync and async clients."""
@@ -96,8 +115,14 @@ def result(response: httpx.Response) -> Any:
         raise NotFoundError(status, text)
     if status == 409:
         raise ConflictError(status, text)
+    try:
+        retry_after = float(response.headers.get("Retry-After", "1"))
+    except ValueError:  # an HTTP date, from a proxy
+        retry_after = 1.0
     if status == 429:
-        raise RateLimited(status, text, float(response.headers.get("Retry-After", "1")))
+        raise RateLimited(status, text, retry_after)
+    if status in (503, 504):
+        raise Unavailable(status, text, retry_after)
     if status in (400, 413, 422):
         raise InvalidError(status, text)
     raise ApiError(status, text)
@@ -118,60 +143,65 @@ def _query(question: str, k: int | None, mode: str | None) -> dict[str, Any]:
     return body
 
 
+def path(*parts: str) -> str:
+    """`/v1/...` from its parts, each one quoted path segment."""
+    return "/v1/" + "/".join(segment(p) for p in parts)
+
+
 class Calls:
     """Every verb as a `Call` (the shared half of both clients)."""
 
     @staticmethod
     def create_space(name: str) -> Call:
-        return Call("POST", "/v1/spaces", json={"name": name})
+        return Call("POST", path("spaces"), json={"name": name})
 
     @staticmethod
     def list_spaces() -> Call:
-        return Call("GET", "/v1/spaces")
+        return Call("GET", path("spaces"))
 
     @staticmethod
     def get_space(space: str) -> Call:
-        return Call("GET", f"/v1/spaces/{space}")
+        return Call("GET", path("spaces", space))
 
     @staticmethod
     def delete_space(space: str) -> Call:
-        return Call("DELETE", f"/v1/spaces/{space}")
+        return Call("DELETE", path("spaces", space))
 
     @staticmethod
     def add(space: str, session: dict[str, Any] | BaseModel) -> Call:
-        return Call("POST", f"/v1/spaces/{space}/sessions", json=_session(session))
+        return Call("POST", path("spaces", space, "sessions"), json=_session(session))
 
     @staticmethod
     def job(job_id: str) -> Call:
-        return Call("GET", f"/v1/jobs/{job_id}")
+        return Call("GET", path("jobs", job_id))
 
     @staticmethod
     def search(space: str, question: str, k: int | None, mode: str | None) -> Call:
-        return Call("POST", f"/v1/spaces/{space}/search", json=_query(question, k, mode))
+        return Call("POST", path("spaces", space, "search"), json=_query(question, k, mode))
 
     @staticmethod
     def ask(space: str, question: str, k: int | None, mode: str | None) -> Call:
-        return Call("POST", f"/v1/spaces/{space}/ask", json=_query(question, k, mode))
+        return Call("POST", path("spaces", space, "ask"), json=_query(question, k, mode))
 
     @staticmethod
     def page(space: str, kind: Kind, offset: int) -> Call:
-        return Call("GET", f"/v1/spaces/{space}/{kind}", params={"limit": PAGE, "offset": offset})
+        return Call("GET", path("spaces", space, kind), params={"limit": PAGE, "offset": offset})
 
     @staticmethod
     def get(space: str, item_id: str, kind: Kind) -> Call:
-        return Call("GET", f"/v1/spaces/{space}/{kind}/{item_id}")
+        return Call("GET", path("spaces", space, kind, item_id))
 
     @staticmethod
     def history(space: str, fact_id: str) -> Call:
-        return Call("GET", f"/v1/spaces/{space}/facts/{fact_id}/history")
+        return Call("GET", path("spaces", space, "facts", fact_id, "history"))
 
     @staticmethod
     def delete(space: str, fact_id: str | None, session_id: str | None) -> Call:
-        if (fact_id is None) == (session_id is None):
-            raise ValueError("delete one thing: fact_id=... or session_id=...")
-        if fact_id is not None:
-            return Call("DELETE", f"/v1/spaces/{space}/facts/{fact_id}")
-        return Call("DELETE", f"/v1/spaces/{space}/sessions/{session_id}")
+        if fact_id is not None and session_id is None:
+            return Call("DELETE", path("spaces", space, "facts", fact_id))
+        if session_id is not None and fact_id is None:
+            return Call("DELETE", path("spaces", space, "sessions", session_id))
+        raise ValueError("delete one thing: fact_id=... or session_id=...")
 
 
 class _Waiting:

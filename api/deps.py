@@ -3,16 +3,20 @@ the key store, the settings."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated
 
+import pydantic
 import redis
 from celery import Celery
 from fastapi import Depends, HTTPException, Request, status
+from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.auth import Caller, KeyStore
 from common.celery_config import celery_config
+from common.errors import AtomMemError
 from common.producer import MemoryClient
 from common.settings import Settings
 from common.store.coordination import Coordination
@@ -87,16 +91,29 @@ def admin(who: Annotated[Caller, Depends(caller)]) -> Caller:
     return who
 
 
-def write_allowed(svc: ServicesDep, name: Annotated[str, Depends(tenant)]) -> str:
-    """The tenant, once its write is within the per-minute limit."""
-    wait = svc.keys.allow_write(name, svc.settings.api.writes_per_minute)
+def refused(exc: Exception) -> bool:
+    """Whether a request failed with a 4xx: the caller's mistake, and nothing was written."""
+    if isinstance(exc, HTTPException):
+        return exc.status_code < 500
+    return isinstance(exc, RequestValidationError | pydantic.ValidationError | AtomMemError)
+
+
+def write_allowed(svc: ServicesDep, name: Annotated[str, Depends(tenant)]) -> Iterator[str]:
+    """The tenant, once its write is within the per-minute limit. A write refused with a 4xx
+    gives its place back, so only writes that happen use up the quota."""
+    counter, wait = svc.keys.allow_write(name, svc.settings.api.writes_per_minute)
     if wait is not None:
         raise HTTPException(
             status.HTTP_429_TOO_MANY_REQUESTS,
             f"over {svc.settings.api.writes_per_minute} writes per minute for this tenant",
             headers={"Retry-After": str(max(1, int(wait + 0.999)))},
         )
-    return name
+    try:
+        yield name
+    except Exception as exc:
+        if refused(exc):
+            svc.keys.refund_write(counter)
+        raise
 
 
 Tenant = Annotated[str, Depends(tenant)]

@@ -5,14 +5,15 @@ from __future__ import annotations
 from fastapi import APIRouter, Path, Response, status
 
 from api.deps import Admin, ServicesDep
+from api.errors import COMMON, declared
 from common.models.api import TENANT_NAME, TenantCreate
 from common.models.responses import KeyList, NewKey, Tenant, TenantList
 
-router = APIRouter(prefix="/v1/admin/tenants", tags=["admin"])
+router = APIRouter(prefix="/v1/admin/tenants", tags=["admin"], responses=declared(*COMMON))
 TenantName = Path(pattern=TENANT_NAME)
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=declared(409))
 def create_tenant(body: TenantCreate, svc: ServicesDep, _: Admin) -> Tenant:
     return Tenant.model_validate(svc.keys.create_tenant(body.name))
 
@@ -22,18 +23,20 @@ def list_tenants(svc: ServicesDep, _: Admin) -> TenantList:
     return TenantList.model_validate({"items": svc.keys.tenants()})
 
 
-@router.post("/{tenant}/keys", status_code=status.HTTP_201_CREATED)
+@router.post("/{tenant}/keys", status_code=status.HTTP_201_CREATED, responses=declared(404))
 def create_key(svc: ServicesDep, _: Admin, tenant: str = TenantName) -> NewKey:
     """A new key for the tenant; `api_key` is shown this once and never stored."""
     return NewKey.model_validate(svc.keys.create_key(tenant))
 
 
-@router.get("/{tenant}/keys")
+@router.get("/{tenant}/keys", responses=declared(404))
 def list_keys(svc: ServicesDep, _: Admin, tenant: str = TenantName) -> KeyList:
     return KeyList.model_validate({"items": svc.keys.list_keys(tenant)})
 
 
-@router.delete("/{tenant}/keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete(
+    "/{tenant}/keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT, responses=declared(404)
+)
 def revoke_key(key_id: str, svc: ServicesDep, _: Admin, tenant: str = TenantName) -> Response:
     svc.keys.revoke_key(tenant, key_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -7,11 +7,14 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 
 from api.deps import ServicesDep, Tenant, WritingTenant
+from api.errors import COMMON, declared
 from common.models.jobs import ReadWhat
 from common.models.memory import Event, Fact, Profile
 from common.models.responses import ErasureReceipt, FactHistory, Page
 
-router = APIRouter(prefix="/v1/spaces/{space}", tags=["memory"])
+router = APIRouter(
+    prefix="/v1/spaces/{space}", tags=["memory"], responses=declared(*COMMON, 404, 504)
+)
 
 Limit = Annotated[int, Query(ge=1, le=1000)]
 Offset = Annotated[int, Query(ge=0, le=10_000_000)]
@@ -58,7 +61,7 @@ def fact_history(space: str, fact_id: str, svc: ServicesDep, tenant: Tenant) -> 
     )
 
 
-@router.delete("/facts/{fact_id}")
+@router.delete("/facts/{fact_id}", responses=declared(409, 429))
 def delete_fact(
     space: str, fact_id: str, svc: ServicesDep, tenant: WritingTenant
 ) -> ErasureReceipt:

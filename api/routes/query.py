@@ -5,10 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.deps import ServicesDep, Tenant
+from api.errors import COMMON, declared
 from common.models.api import QueryBody
 from common.models.query import AskResponse, SearchResponse
 
-router = APIRouter(prefix="/v1/spaces/{space}", tags=["query"])
+router = APIRouter(
+    prefix="/v1/spaces/{space}", tags=["query"], responses=declared(*COMMON, 404, 504)
+)
 
 
 @router.post("/search")

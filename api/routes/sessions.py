@@ -5,17 +5,20 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, status
 
 from api.deps import ServicesDep, Tenant, WritingTenant
+from api.errors import COMMON, declared
 from common.models.api import SessionBody
 from common.models.jobs import Job
 from common.models.responses import ErasureReceipt
 
-router = APIRouter(tags=["sessions"])
+router = APIRouter(tags=["sessions"], responses=declared(*COMMON))
+WRITE = declared(404, 409, 429, 504)
 
 
-@router.post("/v1/spaces/{space}/sessions", status_code=status.HTTP_202_ACCEPTED)
+@router.post("/v1/spaces/{space}/sessions", status_code=status.HTTP_202_ACCEPTED, responses=WRITE)
 def submit_session(space: str, body: SessionBody, svc: ServicesDep, tenant: WritingTenant) -> Job:
     """Queue a finished session for ingest; poll `GET /v1/jobs/{job_id}` for its state.
-    Submitting the same session again is the same job (and changes nothing)."""
+    Submitting the same session again is the same job (and changes nothing); the same id
+    with other content is a 409."""
     limits = svc.settings.api
     if len(body.turns) > limits.max_turns:
         raise HTTPException(422, f"{len(body.turns)} turns: at most {limits.max_turns} per session")
@@ -30,14 +33,14 @@ def submit_session(space: str, body: SessionBody, svc: ServicesDep, tenant: Writ
     return job
 
 
-@router.get("/v1/jobs/{job_id}")
+@router.get("/v1/jobs/{job_id}", responses=declared(404))
 def get_job(job_id: str, svc: ServicesDep, tenant: Tenant) -> Job:
     """A job's state (`queued → extracting → committing → profiling → done`, or `failed`
     with the reason) and its counts, model calls and tokens included."""
     return svc.client.job(tenant, job_id)
 
 
-@router.delete("/v1/spaces/{space}/sessions/{session_id}")
+@router.delete("/v1/spaces/{space}/sessions/{session_id}", responses=WRITE)
 def delete_session(
     space: str, session_id: str, svc: ServicesDep, tenant: WritingTenant
 ) -> ErasureReceipt:

@@ -7,18 +7,74 @@ from datetime import UTC, datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic.config import JsonDict
 
-from common.models.session import NAME_MAX, SessionInput, Turn
+from common.models.session import MAX_ORDER, NAME_MAX, NOT_BLANK, SessionInput, Turn, not_blank
 
 MAX_TURNS = 2000
 MAX_TEXT = 20_000
 SPACE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 TENANT_NAME = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})?")
 
-Name = Annotated[str, StringConstraints(min_length=1, max_length=NAME_MAX)]
+# Session times the API takes: any dialogue's, and every one converts to UTC, orders as
+# seconds and anchors relative phrases ("in 999 years") inside the calendar.
+EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
+LATEST = datetime(2999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+TIME_RANGE = "1900-01-01T00:00:00Z to 2999-12-31T23:59:59Z"
+
+# A session id is one URL path segment: no control character or '/', and not '.' or '..'
+# (clients and proxies resolve those as dot segments and would reach another resource).
+_UNSAFE = r"\u0000-\u001f\u007f-\u009f/"
+SESSION_ID = rf"^[^{_UNSAFE}]+$"
+SESSION_ID_RULE = "one URL path segment: no control character or '/', not blank, not '.' or '..'"
+
+
+def check_session_id(value: str) -> str:
+    """The id, when it is one URL path segment every route can name."""
+    if value in (".", "..") or not not_blank(value) or re.search(f"[{_UNSAFE}]", value):
+        raise ValueError(f"session_id must be {SESSION_ID_RULE}")
+    return value
+
+
+def check_time(value: datetime) -> datetime:
+    """A session time within TIME_RANGE once its offset is applied (naive times are UTC)."""
+    try:
+        utc = value.astimezone(UTC) if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not EARLIEST <= utc <= LATEST:
+        raise ValueError(f"must be from {TIME_RANGE} once its offset is applied")
+    return value
+
+
+# Blank names and questions are refused by validators (with a plain message); the schema
+# states the same rule as a pattern.
+Name = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=NAME_MAX),
+    Field(json_schema_extra={"pattern": NOT_BLANK}),
+]
+
+# What the schema states of a turn's content, as the server checks it: text, a caption or
+# pre-extracted facts, not blank (a session needs text or facts in some turn).
+_HAS_TEXT: JsonDict = {
+    "required": ["text"],
+    "properties": {"text": {"type": "string", "pattern": NOT_BLANK}},
+}
+_HAS_FACTS: JsonDict = {
+    "required": ["facts"],
+    "properties": {"facts": {"type": "array", "minItems": 1}},
+}
+_HAS_CAPTION: JsonDict = {
+    "required": ["image_caption"],
+    "properties": {"image_caption": {"type": "string", "pattern": NOT_BLANK}},
+}
 
 
 class Strict(BaseModel):
+    """Unknown fields are refused; integer fields (`strict=True`) take no `true` or "1"."""
+
     model_config = ConfigDict(extra="forbid")
 
 
@@ -27,10 +83,14 @@ class SpaceCreate(Strict):
 
 
 class TurnBody(Strict):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"anyOf": [_HAS_TEXT, _HAS_CAPTION, _HAS_FACTS]}
+    )
+
     id: str | None = Field(default=None, min_length=1, max_length=256)
     speaker: Name
     text: str = Field(default="", max_length=MAX_TEXT)
-    position: int | None = Field(default=None, ge=0, le=1_000_000)
+    position: int | None = Field(default=None, ge=0, le=1_000_000, strict=True)
     image_caption: str | None = Field(default=None, max_length=4000)
     facts: list[Annotated[str, StringConstraints(min_length=1, max_length=2000)]] | None = Field(
         default=None, max_length=200
@@ -40,24 +100,51 @@ class TurnBody(Strict):
 class SessionBody(Strict):
     """A finished session: every turn needs text (or a caption, or pre-extracted facts)."""
 
-    session_id: str = Field(min_length=1, max_length=256)
-    started_at: datetime
-    participants: list[Name] = Field(min_length=1, max_length=50)
-    turns: list[TurnBody] = Field(min_length=1, max_length=MAX_TURNS)
-    seq: int | None = Field(default=None, ge=0, le=2**53)
+    session_id: str = Field(
+        min_length=1,
+        max_length=256,
+        description=SESSION_ID_RULE,
+        json_schema_extra={
+            "pattern": SESSION_ID,
+            "allOf": [{"pattern": NOT_BLANK}],
+            "not": {"enum": [".", ".."]},
+        },
+    )
+    started_at: datetime = Field(
+        description=f"{TIME_RANGE} once its offset is applied; a time without one is UTC"
+    )
+    participants: list[Name] = Field(
+        min_length=1, max_length=50, json_schema_extra={"uniqueItems": True}
+    )
+    turns: list[TurnBody] = Field(
+        min_length=1,
+        max_length=MAX_TURNS,
+        json_schema_extra={"contains": {"anyOf": [_HAS_TEXT, _HAS_FACTS]}},
+    )
+    seq: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_ORDER,
+        strict=True,
+        description="the session's order in its space",
+    )
 
-    @field_validator("session_id")
+    _session_id = field_validator("session_id")(check_session_id)
+    _started_at = field_validator("started_at")(check_time)
+
+    @field_validator("started_at", mode="before")
     @classmethod
-    def _printable(cls, value: str) -> str:
-        if not value.strip() or re.search(r"[\x00-\x1f/]", value):
-            raise ValueError("session_id must be printable, not blank, and contain no '/'")
-        return value
+    def _iso_text(cls, value: object) -> object:
+        # pydantic would also take a number (or a string of digits) as Unix seconds
+        if isinstance(value, datetime) or isinstance(value, str) and ISO_TIME.fullmatch(value):
+            return value
+        raise ValueError("must be an ISO 8601 date and time, e.g. 2024-03-04T19:10:00Z")
 
     @field_validator("turns")
     @classmethod
     def _texts(cls, turns: list[TurnBody]) -> list[TurnBody]:
         for i, turn in enumerate(turns):
-            if not (turn.text.strip() or (turn.image_caption or "").strip() or turn.facts):
+            if not (not_blank(turn.text) or not_blank(turn.image_caption or "") or turn.facts):
                 raise ValueError(f"turn {turn.id or i} has no text")
         return turns
 
@@ -76,14 +163,14 @@ class SessionBody(Strict):
 
 
 class QueryBody(Strict):
-    question: str = Field(min_length=1, max_length=2000)
-    k: int | None = Field(default=None, ge=1, le=100)
+    question: str = Field(min_length=1, max_length=2000, json_schema_extra={"pattern": NOT_BLANK})
+    k: int | None = Field(default=None, ge=1, le=100, strict=True)
     mode: Literal["full", "flat", "no-graph", "no-profile"] | None = None
 
     @field_validator("question")
     @classmethod
     def _not_blank(cls, value: str) -> str:
-        if not value.strip():
+        if not not_blank(value):
             raise ValueError("the question is blank")
         return value
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from datetime import date, datetime
+from typing import Annotated
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, WithJsonSchema, model_validator
 
 
 class TimeRange(BaseModel):
@@ -26,11 +27,22 @@ class TimeRange(BaseModel):
         return TimeRange(start=min(self.start, other.start), end=max(self.end, other.end))
 
 
+# Said-at times are kept in UTC without an offset (with one only where the input had one),
+# so the API's schema says so instead of RFC 3339's `date-time`, which requires an offset.
+SAID_AT = WithJsonSchema(
+    {
+        "type": "string",
+        "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?$",
+        "description": "ISO 8601; UTC when it has no offset",
+    }
+)
+
+
 class FactTime(BaseModel):
     """When a fact happened (anchored, may be unknown) and when it was said."""
 
     event: TimeRange | None = None
-    session: datetime
+    session: Annotated[datetime, SAID_AT]
 
     def trait_start(self) -> datetime:
         """When a trait this fact states began: the start of its event when that lies in

@@ -1,5 +1,6 @@
 """What the HTTP API returns, beyond jobs, records and query results: pages, spaces,
-erasure receipts, fact history, tenants and keys, health. The SDK reads them back."""
+erasure receipts, fact history, tenants and keys, health, and the one error body. The SDK
+reads them back."""
 
 from __future__ import annotations
 
@@ -11,6 +12,12 @@ from pydantic import BaseModel, Field, field_serializer
 from common.models.memory import FactRevision, FactSource
 
 T = TypeVar("T")
+
+
+class ErrorBody(BaseModel):
+    """Every 4xx and 5xx of the API: what is wrong, in words (a 422 names the field)."""
+
+    detail: str
 
 
 class Page(BaseModel, Generic[T]):
@@ -101,7 +108,8 @@ class Health(BaseModel):
 
 
 class Readiness(BaseModel):
-    """Each check, and why it failed; a check not reached is left out."""
+    """Each check, and why it failed; a check not reached is left out (`worker` and `store`
+    are reached only with `/readyz?deep=true`)."""
 
     status: Literal["ready", "not ready"]
     redis: bool

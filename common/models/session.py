@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+import re
+from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -10,6 +11,19 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 from common.models.plan import Plan
 
 NAME_MAX = 128
+MAX_ORDER = 2**53  # seq and positions: exact as JSON numbers and Redis scores
+
+# Blank means only these (Python's `str.isspace` and the byte order mark), written so that
+# Python, ECMA-262 (the OpenAPI schema) and Rust regexes read them alike.
+_SPACE = (
+    r"\u0009-\u000d\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f"
+    r"\u3000\ufeff"
+)
+NOT_BLANK = rf"[^{_SPACE}]"
+
+
+def not_blank(value: str) -> bool:
+    return re.search(NOT_BLANK, value) is not None
 
 
 class Turn(BaseModel):
@@ -18,17 +32,18 @@ class Turn(BaseModel):
     id: str | None = Field(default=None, description="External turn id, e.g. LoCoMo's dia_id.")
     speaker: str = Field(min_length=1, max_length=NAME_MAX)
     text: str
-    position: int | None = Field(default=None, ge=0, description="Order within the session.")
+    position: int | None = Field(
+        default=None, ge=0, le=MAX_ORDER, description="Order within the session."
+    )
     image_caption: str | None = None
     facts: list[str] | None = None
 
     @field_validator("speaker")
     @classmethod
     def _strip_speaker(cls, value: str) -> str:
-        value = value.strip()
-        if not value:
+        if not not_blank(value):
             raise ValueError("speaker is blank")
-        return value
+        return value.strip()
 
 
 class SessionInput(BaseModel):
@@ -38,14 +53,16 @@ class SessionInput(BaseModel):
     started_at: datetime
     participants: list[str] = Field(min_length=1)
     turns: list[Turn] = Field(min_length=1)
-    seq: int | None = Field(default=None, ge=0, description="Order of the session in its space.")
+    seq: int | None = Field(
+        default=None, ge=0, le=MAX_ORDER, description="Order of the session in its space."
+    )
 
     @field_validator("participants")
     @classmethod
     def _clean_participants(cls, value: list[str]) -> list[str]:
-        cleaned = [p.strip() for p in value]
-        if any(not p for p in cleaned):
+        if not all(not_blank(p) for p in value):
             raise ValueError("a participant name is blank")
+        cleaned = [p.strip() for p in value]
         if len(set(cleaned)) != len(cleaned):
             raise ValueError(f"participants repeat a name: {cleaned}")
         return cleaned
@@ -67,14 +84,18 @@ class SessionInput(BaseModel):
             if turn.id in seen:
                 raise ValueError(f"turn id {turn.id!r} appears twice in session {self.session_id}")
             seen.add(turn.id)
-        if not any(t.text.strip() or t.facts for t in self.turns):
+        if not any(not_blank(t.text) or t.facts for t in self.turns):
             raise ValueError(f"session {self.session_id} has no text in any turn")
         return self
 
     @property
     def order(self) -> int:
-        """Position in its space: `seq` when given, else the start time in seconds."""
-        return self.seq if self.seq is not None else int(self.started_at.timestamp())
+        """Position in its space: `seq` when given, else the start time in seconds (a naive
+        time is UTC)."""
+        if self.seq is not None:
+            return self.seq
+        started = self.started_at
+        return int((started if started.tzinfo else started.replace(tzinfo=UTC)).timestamp())
 
     @property
     def pre_extracted(self) -> bool:

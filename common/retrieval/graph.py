@@ -174,17 +174,21 @@ class Channels:
         closest pair of positions counts), each row capped at max_turn_neighbors_per_fact."""
         facts = index.facts
         n = len(facts.ids)
-        rows, keys = [], []  # one entry per (live fact, turn position), keyed by session and turn
+        rows, seqs, positions = [], [], []  # one entry per (live fact, turn position)
         for row, fact in enumerate(facts.records):
             if facts.alive[row]:
                 for pos in fact.source.positions:
                     rows.append(row)
-                    keys.append((fact.source.session_seq << 32) + pos)
+                    seqs.append(fact.source.session_seq)
+                    positions.append(pos)
         if not rows:
             return sp.csr_matrix((n, n))
-        row_arr, key_arr = np.asarray(rows, dtype=np.int64), np.asarray(keys, dtype=np.int64)
-        order = np.argsort(key_arr, kind="stable")
-        row_arr, key_arr = row_arr[order], key_arr[order]
+        row_arr, key_arr = _turn_line(
+            np.asarray(rows, dtype=np.int64),
+            np.asarray(seqs, dtype=np.int64),
+            np.asarray(positions, dtype=np.int64),
+            cfg.turn_window,
+        )
         parts_i: list[np.ndarray] = []
         parts_j: list[np.ndarray] = []
         parts_w: list[np.ndarray] = []
@@ -337,6 +341,21 @@ class LocalGraph:
             transition, restart, cfg.restart_prob, cfg.max_iter, cfg.tol
         )
         return GraphResult(rows=local.tolist(), activation=activation, edges=edges)
+
+
+def _turn_line(
+    rows: np.ndarray, seqs: np.ndarray, positions: np.ndarray, window: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The entries sorted by (session, position), each with a key on one line where two
+    entries lie within `window` exactly when they share a session and their positions do:
+    steps between neighbours are their position gap, capped at window + 1, and window + 1
+    between sessions. Keys stay below entries × (window + 1), whatever the orders (a seq up
+    to 2**53, a start time in seconds) and positions."""
+    order = np.lexsort((positions, seqs))
+    rows, seqs, positions = rows[order], seqs[order], positions[order]
+    steps = np.minimum(np.diff(positions), window + 1)
+    steps[seqs[1:] != seqs[:-1]] = window + 1
+    return rows, np.concatenate(([0], np.cumsum(steps)))
 
 
 def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:

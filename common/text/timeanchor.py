@@ -1,7 +1,8 @@
 """Anchoring time phrases ("yesterday", "last Friday", "next month", "7 May 2023") to dates.
 
 Relative phrases are resolved against the session time with dateutil's relativedelta; a
-phrase that cannot be resolved is left as it is and yields no time, never "today".
+phrase that cannot be resolved, or lands outside the calendar (years 1 to 9999), is left as
+it is and yields no time, never "today" and never an error.
 """
 
 from __future__ import annotations
@@ -258,7 +259,10 @@ def find_mentions(text: str, reference: date) -> list[TimeMention]:
                 a, b = match.span()
                 if any(a < y and x < b for x, y in taken):
                     continue
-                span = resolve(match, reference)
+                try:
+                    span = resolve(match, reference)
+                except (OverflowError, ValueError):  # past year 1 or 9999
+                    span = None
                 if span is None:
                     continue
                 taken.append((a, b))

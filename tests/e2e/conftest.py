@@ -3,12 +3,14 @@ owns the store, and the API under uvicorn on a loopback port; tests talk HTTP on
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,13 +38,16 @@ class Stack:
             base_url=self.url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=120
         )
 
-    def tenant(self, name: str) -> httpx.Client:
-        """A client holding a new key of a new tenant."""
+    def key(self, name: str) -> str:
+        """A new key of a new tenant."""
         with self.admin() as admin:
             assert admin.post("/v1/admin/tenants", json={"name": name}).status_code == 201
-            key = admin.post(f"/v1/admin/tenants/{name}/keys").json()["api_key"]
+            return str(admin.post(f"/v1/admin/tenants/{name}/keys").json()["api_key"])
+
+    def tenant(self, name: str) -> httpx.Client:
+        """A client holding a new key of a new tenant."""
         return httpx.Client(
-            base_url=self.url, headers={"Authorization": f"Bearer {key}"}, timeout=120
+            base_url=self.url, headers={"Authorization": f"Bearer {self.key(name)}"}, timeout=120
         )
 
 
@@ -52,21 +57,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.ConnectionError:
-        if os.environ.get("CI") == "true":
-            pytest.fail("Redis is not running on 127.0.0.1:6379 (required in CI)")
-        pytest.skip("Redis is not running on 127.0.0.1:6379")
+@contextmanager
+def running_stack(redis_url: str, data: Path) -> Iterator[Stack]:
+    """A worker and the API on `redis_url` (flushed before and after), stopped on exit."""
+    data.mkdir(parents=True, exist_ok=True)
+    client = redis.Redis.from_url(redis_url)
     client.flushdb()
-    data = tmp_path_factory.mktemp("stack")
     env = dict(os.environ)
     env.update(
         {
-            "ATOMMEM_BROKER__URL": REDIS_URL,
+            "ATOMMEM_BROKER__URL": redis_url,
             "ATOMMEM_STORE__QDRANT_PATH": str(data / "qdrant"),
             "ATOMMEM_API__ADMIN_KEY": ADMIN_KEY,
             "ATOMMEM_API__WRITES_PER_MINUTE": str(WRITES_PER_MINUTE),
@@ -100,5 +100,21 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         api.wait(30)
         api_log.close()
         worker.stop()
-        client.flushdb()
+        with contextlib.suppress(redis.ConnectionError):  # a test stopped this Redis for good
+            client.flushdb()
         client.close()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        client.ping()
+    except redis.ConnectionError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("Redis is not running on 127.0.0.1:6379 (required in CI)")
+        pytest.skip("Redis is not running on 127.0.0.1:6379")
+    finally:
+        client.close()
+    with running_stack(REDIS_URL, tmp_path_factory.mktemp("stack")) as running:
+        yield running

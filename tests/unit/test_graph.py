@@ -312,3 +312,25 @@ def test_local_submatrix_equals_scipy_indexing_entry_for_entry() -> None:
         assert np.array_equal(ours.indptr, theirs.indptr)
         assert np.array_equal(ours.indices, theirs.indices)
         assert np.array_equal(ours.data, theirs.data)
+
+
+def test_turn_edges_hold_for_every_accepted_session_order() -> None:
+    """Orders past 2**31 (a seq, or a start after 2038), before 1970, and up to 2**53 keep
+    each session's turns linked and sessions apart; far-apart positions stay unlinked."""
+    from common.retrieval.graph import LocalGraph
+    from common.store.space_index import SpaceIndex
+
+    orders = [-2_208_988_800, 0, 1, 2**31 - 1, 2**31, 32_503_679_999, 2**53 - 1, 2**53]
+    index = SpaceIndex(tenant="t", space="s", dimension=2)
+    for k, seq in enumerate(orders):
+        for pos in (0, 1, 1_000_000):
+            f = _fact(3 * k + min(pos, 2), [f"w{k}{pos}"], ["Ann"], seq, pos)
+            index.put_fact(f, np.array([1.0, 0.0], dtype=np.float32))
+    graph = LocalGraph(index, [], CFG)
+    near = turn_edge_weight(1, CFG)
+    for k in range(len(orders)):
+        rows = [index.facts.rows[f"f{3 * k + i}"] for i in range(3)]
+        assert graph.turn_neighbours(rows[0]) == {rows[1]: pytest.approx(near)}
+        assert graph.turn_neighbours(rows[2]) == {}
+    result = graph.run([0], np.array([0.9]))
+    assert len(result.rows) >= 2

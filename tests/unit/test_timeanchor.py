@@ -214,3 +214,20 @@ def test_parse_session_time(value: str, expected: datetime) -> None:
 def test_parse_session_time_rejects(value: str) -> None:
     with pytest.raises(TimeParseError):
         parse_session_time(value)
+
+
+@pytest.mark.parametrize(
+    ("text", "reference"),
+    [
+        ("in 999 years", date(9999, 1, 1)),
+        ("in 2 days", date(9999, 12, 31)),
+        ("next year", date(9999, 6, 1)),
+        ("next month", date(9999, 12, 5)),
+        ("in 999 weeks", date(9990, 1, 1)),
+        ("999 years ago", date(900, 1, 1)),
+        ("yesterday", date(1, 1, 1)),
+        ("last week", date(1, 1, 2)),
+    ],
+)
+def test_a_time_past_the_calendar_resolves_to_nothing(text: str, reference: date) -> None:
+    assert anchor_text(f"Tom moves {text}.", reference) == (f"Tom moves {text}.", None)
