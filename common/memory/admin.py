@@ -87,9 +87,12 @@ def administer(ctx: MemoryContext, coord: Coordination, p: AdminPayload) -> dict
                 f"session {p.item_id!r} is still being ingested (job "
                 f"{ids.job_id(p.tenant, p.space, p.item_id)}); erase it once the job finishes"
             )
-        if records.get_session(ctx.store, p.tenant, p.space, p.item_id) is None:
+        if records.get_session(ctx.store, p.tenant, p.space, p.item_id) is not None:
+            erase_session(ctx, p.tenant, p.space, p.item_id, report)
+        elif _job_leftovers(coord, p.tenant, p.space, p.item_id):
+            report.sessions_deleted.append(p.item_id)  # failed before its record was stored
+        else:
             raise NotFound(f"no session {p.item_id!r} in space {p.space!r}")
-        erase_session(ctx, p.tenant, p.space, p.item_id, report)
         _forget_jobs(coord.jobs, coord.chunks, p.tenant, p.space, [p.item_id])
     else:
         if in_flight:
@@ -102,6 +105,14 @@ def administer(ctx: MemoryContext, coord: Coordination, p: AdminPayload) -> dict
         coord.sequence.forget(p.tenant, p.space)
         coord.versions.forget(p.tenant, p.space)
     return {"erased": report.as_dict()}
+
+
+def _job_leftovers(coord: Coordination, tenant: str, space: str, session_id: str) -> bool:
+    """Whether a session's job still holds its raw turns (payload) or drafts (parked chunks)."""
+    job_id = ids.job_id(tenant, space, session_id)
+    return coord.jobs.job_payload(tenant, job_id) is not None or bool(
+        coord.chunks.parked(tenant, space, session_id)
+    )
 
 
 def _forget_jobs(

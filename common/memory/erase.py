@@ -1,22 +1,27 @@
 """Erasure: a fact, a session's contribution, or a whole space, from every place it reached.
 
-What a fact or session left behind is found by reference, not by replaying history:
-events listing an erased fact lose it (an event left empty is deleted; one left with
-members is re-summarised from them, so its summary no longer carries the erased text);
-profile versions whose every piece of evidence is erased are dropped (a profile whose
-current version goes falls back to its latest remaining one, or is deleted); facts a
-session updated get back the state before its update; provenance naming the session is
-removed. Every step is computed from what is stored, so re-running an interrupted erasure
-finishes it.
+What a fact or session left behind is found by reference, not by replaying history. A
+session's wording goes from every fact it stated or updated (a fact keeps the states other
+sessions wrote; one with none left is deleted). Whatever was derived from an erased fact, or
+from a fact whose erased wording was rewritten away, is rebuilt: its events are re-summarised
+afresh from their remaining members (an event left empty is deleted), and each profile version
+citing it is rebuilt from its other evidence or dropped (a profile whose current version goes
+falls back to its latest remaining one, or is deleted), while a rewritten fact a profile cited
+goes through the profile batch again under its surviving text. Every step is computed from
+what is stored, and derived records are deleted before facts are rewritten, so re-running an
+interrupted erasure finishes it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from common.llm.contracts import EventSummary, FactView
-from common.memory.changes import Changes, apply_plan
+from common.memory.changes import Changes, CommitStats, apply_plan
 from common.memory.context import MemoryContext
+from common.memory.profiles import cited_facts, profile_without, run_profile_batch
 from common.memory.verify import view
 from common.models.memory import Event, Fact, FactRevision, FactTime, Profile
 from common.store import records
@@ -37,36 +42,39 @@ class ErasureReport:
     sessions_deleted: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, list[str]]:
-        return {name: sorted(getattr(self, name)) for name in self.__dataclass_fields__}
+        return {name: sorted(set(getattr(self, name))) for name in self.__dataclass_fields__}
 
 
 def erase_facts(
     ctx: MemoryContext, tenant: str, space: str, fact_ids: set[str], report: ErasureReport
 ) -> None:
     """Delete facts and rewrite or delete what was built from them."""
-    index = ctx.index(tenant, space)
-    _erase_facts(ctx, index, fact_ids, Changes(), report)
+    with _reload_on_failure(ctx, tenant, space):
+        _erase_facts(ctx, ctx.index(tenant, space), fact_ids, set(), Changes(), report)
 
 
 def erase_session(
     ctx: MemoryContext, tenant: str, space: str, session_id: str, report: ErasureReport
 ) -> None:
     """Delete a session's raw record and everything it contributed to the space."""
-    index = ctx.index(tenant, space)
-    changes = Changes()
-    gone: set[str] = set()
-    for fact in index.facts.items():
-        kept = _without_session(fact, session_id)
-        if kept is None:
-            gone.add(fact.id)
-        elif kept is not fact:
-            vector = index.facts.vector(fact.id)
-            if kept.text != fact.text:
-                vector = ctx.embedder.encode([kept.text])[0]
-            index.put_fact(kept, vector)
-            changes.fact(kept, vector)
-            report.facts_rewritten.append(fact.id)
-    _erase_facts(ctx, index, gone, changes, report)
+    with _reload_on_failure(ctx, tenant, space):
+        index = ctx.index(tenant, space)
+        changes = Changes()
+        gone: set[str] = set()
+        reworded: set[str] = set()
+        for fact in index.facts.items():
+            kept = _without_session(fact, session_id)
+            if kept is None:
+                gone.add(fact.id)
+            elif kept is not fact:
+                vector = index.facts.vector(fact.id)
+                if kept.text != fact.text:
+                    vector = ctx.embedder.encode([kept.text])[0]
+                if kept.text != fact.text or kept.history != fact.history:
+                    reworded.add(fact.id)
+                index.put_fact(kept, vector)
+                changes.fact(kept, vector)
+        _erase_facts(ctx, index, gone, reworded, changes, report)
     records.delete_session(ctx.store, tenant, space, session_id)
     report.sessions_deleted.append(session_id)
 
@@ -85,39 +93,57 @@ def erase_space(ctx: MemoryContext, tenant: str, space: str, report: ErasureRepo
     ctx.indexes.drop(tenant, space)
 
 
+@contextmanager
+def _reload_on_failure(ctx: MemoryContext, tenant: str, space: str) -> Iterator[None]:
+    """The in-memory index may hold half an erasure when it fails: reload it next time."""
+    try:
+        yield
+    except BaseException:
+        ctx.indexes.drop(tenant, space)
+        raise
+
+
 def _erase_facts(
     ctx: MemoryContext,
     index: SpaceIndex,
     fact_ids: set[str],
+    reworded: set[str],
     changes: Changes,
     report: ErasureReport,
 ) -> None:
-    events_gone = _rewrite_events(ctx, index, fact_ids, changes, report)
+    """Delete `fact_ids`; rebuild what was derived from them or from the erased wording of
+    the `reworded` facts (already rewritten in `changes`)."""
+    events_gone = _rewrite_events(ctx, index, fact_ids, reworded, changes, report)
+    live_events = {e.id for e in index.events.items()} - events_gone
     for fact in index.facts.items():
-        if fact.id in fact_ids or not set(fact.event_ids) & events_gone:
+        # Ids of events already deleted by an interrupted run count as gone too.
+        if fact.id in fact_ids or set(fact.event_ids) <= live_events:
             continue
         kept = fact.model_copy(
-            update={"event_ids": [e for e in fact.event_ids if e not in events_gone]}
+            update={"event_ids": [e for e in fact.event_ids if e in live_events]}
         )
         vector = changes.vectors.get((Kind.FACTS, fact.id), index.facts.vector(fact.id))
         index.put_fact(kept, vector)
         changes.fact(kept, vector)
-    _rewrite_profiles(index, fact_ids, changes, report)
+    profiles_gone = _rewrite_profiles(ctx, index, fact_ids, reworded, changes, report)
+    # Derived records go first: a rerun after a crash here still finds every fact as it
+    # was, so it recomputes the same rewrite.
+    ctx.store.delete(Kind.EVENTS, index.tenant, index.space, sorted(events_gone))
+    ctx.store.delete(Kind.PROFILES, index.tenant, index.space, sorted(profiles_gone))
     apply_plan(ctx.store, changes.plan())
-    deletes = {
-        Kind.FACTS: [f for f in fact_ids if f in index.facts],
-        Kind.EVENTS: sorted(events_gone),
-        Kind.PROFILES: list(report.profiles_deleted),
-    }
-    for kind, gone in deletes.items():
-        ctx.store.delete(kind, index.tenant, index.space, gone)
-    for fid in deletes[Kind.FACTS]:
+    facts_gone = [f for f in fact_ids if f in index.facts]
+    ctx.store.delete(Kind.FACTS, index.tenant, index.space, facts_gone)
+    for fid in facts_gone:
         index.facts.remove(fid)
     for eid in events_gone:
         index.events.remove(eid)
-    for pid in report.profiles_deleted:
+    for pid in profiles_gone:
         index.profiles.remove(pid)
     report.facts_deleted += sorted(fact_ids)
+    # Everything written is in the receipt, whichever step rewrote it.
+    report.facts_rewritten += sorted(changes.facts)
+    report.events_rewritten += sorted(changes.events)
+    report.profiles_rewritten += sorted(changes.profiles)
     ctx.committed(index)
 
 
@@ -125,22 +151,40 @@ def _rewrite_events(
     ctx: MemoryContext,
     index: SpaceIndex,
     fact_ids: set[str],
+    reworded: set[str],
     changes: Changes,
     report: ErasureReport,
 ) -> set[str]:
-    """Drop erased members; delete emptied events, re-summarise the others. Returns the
-    ids of deleted events."""
+    """Drop erased members; delete emptied events, re-summarise the others afresh from
+    their members as they now read (never from the old summary). Returns the ids of
+    deleted events."""
     gone: set[str] = set()
     rewrite: list[Event] = []
     for event in index.events.items():
-        if not set(event.fact_ids) & fact_ids:
+        if not set(event.fact_ids) & (fact_ids | reworded):
             continue
-        members = [f for f in event.fact_ids if f not in fact_ids and f in index.facts]
+        members = [
+            index.facts.get(f) for f in event.fact_ids if f not in fact_ids and f in index.facts
+        ]
         if not members:
             gone.add(event.id)
             report.events_deleted.append(event.id)
             continue
-        rewrite.append(event.model_copy(update={"fact_ids": members}))
+        participants: list[str] = []
+        for fact in members:
+            participants += [p for p in fact.participants if p not in participants]
+        span = members[0].time.effective()
+        for fact in members[1:]:
+            span = span.union(fact.time.effective())
+        rewrite.append(
+            event.model_copy(
+                update={
+                    "fact_ids": [f.id for f in members],
+                    "participants": participants,
+                    "time_span": span,
+                }
+            )
+        )
     if rewrite:
         asks: list[tuple[list[FactView], EventSummary | None]] = [
             ([view(index.facts.get(f)) for f in e.fact_ids], None) for e in rewrite
@@ -153,55 +197,54 @@ def _rewrite_events(
             )
             index.put_event(event, vector)
             changes.event(event, vector)
-            report.events_rewritten.append(event.id)
     return gone
 
 
 def _rewrite_profiles(
-    index: SpaceIndex, fact_ids: set[str], changes: Changes, report: ErasureReport
-) -> None:
-    for profile in index.profiles.items():
-        kept = _profile_without(profile, fact_ids)
-        if kept is profile:
-            continue
-        if kept is None:
-            report.profiles_deleted.append(profile.id)
-            continue
-        vector = index.profiles.vector(profile.id)
-        index.put_profile(kept, vector)
-        changes.profile(kept, vector)
-        report.profiles_rewritten.append(profile.id)
-
-
-def _profile_without(profile: Profile, fact_ids: set[str]) -> Profile | None:
-    """The profile without the versions that only erased facts support; None if nothing
-    is left; the same object if nothing changed."""
-    touched = set(profile.evidence_fact_ids) & fact_ids or any(
-        set(v.evidence_fact_ids) & fact_ids for v in profile.history
-    )
+    ctx: MemoryContext,
+    index: SpaceIndex,
+    fact_ids: set[str],
+    reworded: set[str],
+    changes: Changes,
+    report: ErasureReport,
+) -> set[str]:
+    """Rebuild every profile version that cites an erased or reworded fact from its other
+    evidence (or drop it), and send reworded facts that profiles cited through the profile
+    batch again, so their surviving wording is profiled as if first said. Returns the ids
+    of deleted profiles."""
+    tainted = fact_ids | reworded
+    touched = [p for p in index.profiles.items() if tainted & cited_facts(p)]
     if not touched:
-        return profile
-    history = []
-    for version in profile.history:
-        evidence = [e for e in version.evidence_fact_ids if e not in fact_ids]
-        if evidence:
-            history.append(version.model_copy(update={"evidence_fact_ids": evidence}))
-    evidence = [e for e in profile.evidence_fact_ids if e not in fact_ids]
-    if evidence:
-        return profile.model_copy(update={"evidence_fact_ids": evidence, "history": history})
-    if not history:
-        return None
-    latest = max(history, key=lambda v: v.t_from)
-    history.remove(latest)
-    return profile.model_copy(
-        update={
-            "content": latest.content,
-            "keywords": latest.keywords,
-            "evidence_fact_ids": latest.evidence_fact_ids,
-            "t_from": latest.t_from,
-            "history": history,
-        }
-    )
+        return set()
+    remaining = {f for p in touched for f in cited_facts(p)} - tainted
+    views = [view(index.facts.get(f)) for f in sorted(remaining) if f in index.facts]
+    candidates = ctx.backend.profile_candidates(views) if views else []
+    gone: set[str] = set()
+    rebuilt: list[Profile] = []
+    for profile in touched:
+        kept = profile_without(profile, tainted, candidates)
+        if kept is None:
+            gone.add(profile.id)
+        else:
+            rebuilt.append(kept)
+    if rebuilt:
+        vectors = ctx.embedder.encode([p.content for p in rebuilt])
+        for profile, vector in zip(rebuilt, vectors, strict=True):
+            index.put_profile(profile, vector)
+            changes.profile(profile, vector)
+    requeue = [f for f in reworded if any(f in cited_facts(p) for p in touched)]
+    for fid in sorted(requeue):
+        fact = index.facts.get(fid).model_copy(update={"profile_pending": True})
+        vector = changes.vectors.get((Kind.FACTS, fid), index.facts.vector(fid))
+        index.put_fact(fact, vector)
+        changes.fact(fact, vector)
+    for pid in gone:
+        index.profiles.remove(pid)  # the batch below must not match a deleted profile
+    if requeue:
+        run_profile_batch(ctx, index, changes, CommitStats())
+    gone -= set(changes.profiles)  # re-created under the same id by the batch
+    report.profiles_deleted += sorted(gone)
+    return gone
 
 
 def _without_session(fact: Fact, session_id: str) -> Fact | None:

@@ -178,3 +178,65 @@ def _apply(
         new_vector = vector if content == cand.content else ctx.embedder.encode([content])[0]
     index.put_profile(profile, new_vector)
     changes.profile(profile, new_vector)
+
+
+def cited_facts(profile: Profile) -> set[str]:
+    """Every fact any version of the profile cites as evidence."""
+    cited = set(profile.evidence_fact_ids)
+    for version in profile.history:
+        cited |= set(version.evidence_fact_ids)
+    return cited
+
+
+def profile_without(
+    profile: Profile, tainted: set[str], candidates: list[ProfileCandidate]
+) -> Profile | None:
+    """The profile with each version that cites a `tainted` fact rebuilt from its other
+    evidence: its content is what the first remaining fact states about the person (its
+    entry in `candidates`), and a version none of whose remaining facts states anything
+    about the person is dropped. A dropped current version gives way to the latest one
+    left; None when no version is left."""
+    stated: dict[str, ProfileCandidate] = {}
+    for cand in candidates:
+        if cand.person == profile.person:
+            stated.setdefault(cand.fact_id, cand)
+
+    def rebuilt(version: ProfileVersion) -> ProfileVersion | None:
+        if not set(version.evidence_fact_ids) & tainted:
+            return version
+        kept = [e for e in version.evidence_fact_ids if e not in tainted]
+        source = next((stated[e] for e in kept if e in stated), None)
+        if source is None:
+            return None
+        return version.model_copy(
+            update={
+                "content": source.content,
+                "keywords": source.keywords,
+                "evidence_fact_ids": kept,
+            }
+        )
+
+    history = [v for v in map(rebuilt, profile.history) if v is not None]
+    current = rebuilt(
+        ProfileVersion(
+            content=profile.content,
+            keywords=profile.keywords,
+            evidence_fact_ids=profile.evidence_fact_ids,
+            t_from=profile.t_from,
+            t_to=date.max,
+        )
+    )
+    if current is None:
+        if not history:
+            return None
+        current = max(history, key=lambda v: v.t_from)
+        history.remove(current)
+    return profile.model_copy(
+        update={
+            "content": current.content,
+            "keywords": current.keywords,
+            "evidence_fact_ids": current.evidence_fact_ids,
+            "t_from": current.t_from,
+            "history": history,
+        }
+    )

@@ -31,6 +31,11 @@ class TaskPayload(BaseModel):
 
     schema_version: Literal[1] = 1
     enqueued_at: float
+    reply_by: float | None = Field(
+        default=None,
+        description="epoch seconds when the waiting caller gives up; after it the worker "
+        "stores no reply (None: nobody waits on a reply, or the work runs regardless)",
+    )
 
 
 class AcceptPayload(TaskPayload):

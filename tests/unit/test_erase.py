@@ -7,13 +7,17 @@ import json
 from datetime import date, datetime
 from pathlib import Path
 
+import pytest
+
 from common.llm.contracts import FactUpdate, VerifyDecision
-from common.memory.commit import commit_facts
+from common.memory import erase
+from common.memory.commit import commit_facts, profile_batch
 from common.memory.context import MemoryContext
 from common.memory.erase import ErasureReport, erase_facts, erase_session, erase_space
 from common.models import ids
 from common.models.memory import Profile, ProfileVersion
 from common.models.session import SessionRecord
+from common.retrieval.search import ask, ask_response
 from common.store import records
 from common.store.qdrant import Kind, Point
 from tests.helpers import ScriptedBackend, draft, make_ctx, session_record, unit
@@ -165,3 +169,138 @@ def test_erasing_a_space_leaves_no_point_and_spares_other_spaces(tmp_path: Path)
     for kind in (Kind.FACTS, Kind.EVENTS, Kind.PROFILES, Kind.SESSIONS, Kind.SPACES):
         assert ctx.store.count(kind, "t", "s") == 0
     assert records.get_space(ctx.store, "t", "other") is not None
+
+
+def _commit_profiled(
+    ctx: MemoryContext, rec: SessionRecord, texts: list[tuple[str, tuple[float, ...]]]
+) -> None:
+    """Commit profile-worthy facts, then run the session's profile batch."""
+    records.put_session(ctx.store, rec)
+    drafts = [
+        draft(rec, t, unit(*v), [t.split()[1].lower()], ["Ann"], index=i, profile=True)
+        for i, (t, v) in enumerate(texts)
+    ]
+    commit_facts(ctx, rec, drafts)
+    profile_batch(ctx, rec)
+
+
+def _updated_by_a_later_session(tmp_path: Path) -> tuple[MemoryContext, str]:
+    """s0 says Ann lives in Boston (a profile cites it); s1 links a fact of its own to it in
+    an event; s2 updates the Boston fact to Denver. Returns the context and the fact's id."""
+    ctx = make_ctx(tmp_path)
+    assert isinstance(ctx.backend, ScriptedBackend)
+    _commit_profiled(ctx, session_record("s0", 0, WHEN, ["Ann"]), [HOME])
+    home = next(iter(ctx.index("t", "s").facts.items()))
+    ctx.backend.links["Ann bought a house with a garden."] = [HOME[0]]
+    _commit_profiled(
+        ctx,
+        session_record("s1", 1, datetime(2024, 4, 1), ["Ann"]),
+        [("Ann bought a house with a garden.", (0.3, 0, 0.954, 0))],
+    )
+    ctx.backend.verdicts["Ann lives in Denver."] = VerifyDecision(
+        store=False, updates=[FactUpdate(fact_id=home.id, text="Ann lives in Denver.")]
+    )
+    _commit_profiled(
+        ctx,
+        session_record("s2", 2, datetime(2024, 6, 1), ["Ann"]),
+        [("Ann lives in Denver.", (0.9, 0.436, 0, 0))],
+    )
+    return ctx, home.id
+
+
+HOME = ("Ann lives in Boston.", (1.0, 0.0, 0.0, 0.0))
+
+
+def test_erasing_a_session_a_later_one_updated_leaves_its_text_nowhere(tmp_path: Path) -> None:
+    ctx, home = _updated_by_a_later_session(tmp_path)
+    index = ctx.index("t", "s")
+    (event,) = index.events.items()
+    (profile,) = index.profiles.items()
+    assert "Boston" in event.summary and "Boston" in profile.content
+    assert index.facts.get(home).text == "Ann lives in Denver."
+    report = ErasureReport()
+    erase_session(ctx, "t", "s", "s0", report)
+    assert "Boston" not in _everything(ctx)
+    after = ctx.index("t", "s")
+    fact = after.facts.get(home)
+    assert fact.text == "Ann lives in Denver." and fact.history == []
+    assert fact.source.session_id == "s2"
+    assert report.facts_rewritten == [home]
+    assert report.events_rewritten == [event.id]
+    assert sorted(report.profiles_rewritten + report.profiles_deleted) == [profile.id]
+    answer = ask_response(ask(ctx, "t", "s", "Where does Ann live?")).model_dump_json()
+    assert "Boston" not in answer
+
+
+def test_erasing_the_updating_session_rebuilds_what_cites_the_fact(tmp_path: Path) -> None:
+    ctx, home = _updated_by_a_later_session(tmp_path)
+    ctx.backend.links["Ann planted tulips in the garden."] = ["Ann bought a house with a garden."]
+    # A later session's fact joins the event: its summary now carries Denver.
+    _commit_profiled(
+        ctx,
+        session_record("s3", 3, datetime(2024, 7, 1), ["Ann"]),
+        [("Ann planted tulips in the garden.", (0, 0, 0.6, 0.8))],
+    )
+    (event,) = ctx.index("t", "s").events.items()
+    assert "Denver" in event.summary
+    report = ErasureReport()
+    erase_session(ctx, "t", "s", "s2", report)
+    assert "Denver" not in _everything(ctx)
+    assert ctx.index("t", "s").facts.get(home).text == "Ann lives in Boston."
+    assert event.id in report.events_rewritten
+
+
+def test_erasing_a_fact_rebuilds_a_profile_version_it_shared_with_other_evidence(
+    tmp_path: Path,
+) -> None:
+    ctx = make_ctx(tmp_path)
+    rec = session_record("s0", 0, WHEN, ["Ann"])
+    _commit(
+        ctx,
+        rec,
+        [("Ann lives in Boston.", (1, 0, 0, 0)), ("Ann loves her sunny city.", (0, 1, 0, 0))],
+    )
+    by_text = {f.text: f.id for f in ctx.index("t", "s").facts.items()}
+    profile = Profile(
+        id=ids.profile_id("t", "s", "Ann", "home"),
+        tenant="t",
+        space="s",
+        person="Ann",
+        content="Ann lives in Boston.",
+        keywords=["lives"],
+        evidence_fact_ids=[by_text["Ann lives in Boston."], by_text["Ann loves her sunny city."]],
+        t_from=date(2024, 1, 1),
+    )
+    ctx.store.upsert(
+        Kind.PROFILES,
+        [Point(id=profile.id, payload=profile.model_dump(mode="json"), vector=unit(1, 0, 0, 0))],
+    )
+    ctx.indexes.drop("t", "s")
+    report = ErasureReport()
+    erase_facts(ctx, "t", "s", {by_text["Ann lives in Boston."]}, report)
+    assert "Boston" not in _everything(ctx)
+    (after,) = ctx.index("t", "s").profiles.items()
+    assert after.content == "Ann loves her sunny city."
+    assert after.evidence_fact_ids == [by_text["Ann loves her sunny city."]]
+    assert report.profiles_rewritten == [profile.id]
+
+
+def test_an_erasure_interrupted_before_its_rewrites_finishes_when_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx, home = _updated_by_a_later_session(tmp_path)
+
+    def crash(*_: object) -> None:
+        raise ConnectionError("the store went away")
+
+    monkeypatch.setattr(erase, "apply_plan", crash)
+    with pytest.raises(ConnectionError):
+        erase_session(ctx, "t", "s", "s0", ErasureReport())
+    monkeypatch.undo()
+    erase_session(ctx, "t", "s", "s0", ErasureReport())
+    assert "Boston" not in _everything(ctx)
+    assert ctx.index("t", "s").facts.get(home).text == "Ann lives in Denver."
+    ctx.indexes.drop("t", "s")
+    assert "Boston" not in json.dumps(
+        [f.model_dump(mode="json") for f in ctx.index("t", "s").facts.items()]
+    )

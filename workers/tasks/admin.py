@@ -12,13 +12,15 @@ from common.errors import AtomMemError, failure
 from common.memory.admin import administer, read
 from common.models.jobs import AdminPayload, ReadPayload
 from common.queues import Queue, TaskName
+from common.store.persistence import rewrite_after_erasure
 from common.store.qdrant import Kind
 from workers import runtime
 from workers.celery_app import observe_wait
+from workers.replies import ReplyTask, forget_space
 from workers.tasks.policy import task
 
 
-@task(TaskName.READ, reply=True)
+@task(TaskName.READ, reply=True, base=ReplyTask)
 def read_memory(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Spaces, facts, events or profiles as stored; read-only, so safe to run twice."""
     p = ReadPayload.model_validate(payload)
@@ -42,8 +44,8 @@ def ping(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
 @task(TaskName.ADMIN, reply=True, max_retries=150)  # waits out a commit holding the lock
 def admin(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Create a space or erase under the space's lock (waiting, without blocking a slot,
-    while a commit holds it). Erasure recomputes from what is stored, so a rerun after a
-    crash finishes it."""
+    while a commit holds it), then delete the space's stored replies and rewrite Redis's
+    files. Erasure recomputes from what is stored, so a rerun after a crash finishes it."""
     p = AdminPayload.model_validate(payload)
     observe_wait(Queue.MEMORY, p.enqueued_at)
     settings = runtime.settings()
@@ -52,8 +54,15 @@ def admin(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     if not coord.locks.acquire(p.tenant, p.space, token, settings.broker.lock_ttl_ms):
         raise self.retry(countdown=settings.broker.busy_retry_s)
     try:
-        return administer(ctx, coord, p)
+        receipt = administer(ctx, coord, p)
     except AtomMemError as exc:
-        return failure(exc)
+        receipt = failure(exc)
     finally:
         coord.locks.release(p.tenant, p.space, token)
+    if p.op != "create_space":
+        # Even after a refused erasure: the rerun of one whose worker died ends here.
+        forget_space(self, p.tenant, p.space)
+        url = settings.broker.url
+        if url:
+            rewrite_after_erasure([url, settings.broker.result_url or url])
+    return receipt

@@ -1,4 +1,5 @@
-"""Search and ask against a space's memory (read-only, so safe to run twice)."""
+"""Search and ask against a space's memory (read-only, so safe to run twice); a reply is stored
+only while its caller waits (workers.replies)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from common.retrieval.search import ask_response, search_response
 from common.retrieval.search import search as search_memory
 from workers import runtime
 from workers.celery_app import observe_wait
+from workers.replies import ReplyTask
 from workers.tasks.policy import task
 
 
-@task(TaskName.SEARCH, reply=True)
+@task(TaskName.SEARCH, reply=True, base=ReplyTask)
 def search(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Ranked facts for a question; errors come back as {"error": message}."""
     p = QueryPayload.model_validate(payload)
@@ -29,7 +31,7 @@ def search(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     return search_response(result).model_dump(mode="json")
 
 
-@task(TaskName.ASK, reply=True)
+@task(TaskName.ASK, reply=True, base=ReplyTask)
 def ask(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """An answer with its evidence; errors come back as {"error": message}."""
     p = QueryPayload.model_validate(payload)

@@ -1,6 +1,10 @@
 """Chunk parking: each extracted chunk's drafts wait here until the session's set is whole.
 
-Parking is idempotent (keyed by chunk number), so a redelivered chunk counts once.
+Parking is idempotent (keyed by chunk number), so a redelivered chunk counts once. Drafts
+are text drawn from a session: they go when the session commits, fails or is erased, and in
+Redis they expire `PARKED_TTL_S` after the last chunk was parked in any case (an abandoned
+session's drafts must not live as long as its job record). A session still waiting for its
+commit after that is extracted again when its job is retried.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ import redis
 
 from common.store import keys
 from common.store.coordination.journal import Journal
+
+PARKED_TTL_S = 24 * 3600
 
 
 class ChunkParking(Protocol):
@@ -29,11 +35,12 @@ class ChunkParking(Protocol):
 
 
 class RedisChunks:
-    """One hash per session ("chunk/of" → drafts), expiring with the job."""
+    """One hash per session ("chunk/of" → drafts), expiring a day after its last chunk
+    was parked (or with the job, if that is sooner)."""
 
     def __init__(self, client: redis.Redis, job_ttl_s: int) -> None:
         self._r = client
-        self._ttl = job_ttl_s
+        self._ttl = min(job_ttl_s, PARKED_TTL_S)
 
     def put_chunk(
         self, tenant: str, space: str, session_id: str, chunk: int, of: int, data: str
