@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from common.errors import InvalidInput
+from common.models.api import check_session_id, check_time
 from common.models.session import SessionInput, Turn
 from common.text.timeanchor import TimeParseError, parse_session_time
 
@@ -49,10 +50,21 @@ def _explain(exc: ValidationError) -> str:
 
 
 def _session(data: dict[str, Any], where: str) -> SessionInput:
+    """A session, held to the API's rules for its id and time as well, so a space built from
+    files serves every session through the API alike."""
     try:
-        return SessionInput.model_validate(data)
+        session = SessionInput.model_validate(data)
     except ValidationError as exc:
         raise InvalidInput(f"{where}: {_explain(exc)}") from None
+    try:
+        check_session_id(session.session_id)
+    except ValueError as exc:
+        raise InvalidInput(f"{where}: session_id: {exc}") from None
+    try:
+        check_time(session.started_at)
+    except ValueError as exc:
+        raise InvalidInput(f"{where}: started_at: {exc}") from None
+    return session
 
 
 def parse_session_document(doc: Any, where: str) -> SpaceInput:

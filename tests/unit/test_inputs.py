@@ -132,6 +132,22 @@ def test_missing_or_bad_started_at(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("over", "field"),
+    [
+        ({"session_id": ".."}, "session_id"),
+        ({"session_id": "a/b"}, "session_id"),
+        ({"started_at": "1899-12-31T23:59:59Z"}, "started_at"),
+        ({"started_at": "3000-01-01T00:00:00"}, "started_at"),
+    ],
+)
+def test_files_held_to_the_api_id_and_time_rules(
+    tmp_path: Path, over: dict[str, Any], field: str
+) -> None:
+    """A space built from files must serve every session through the API alike."""
+    assert f"{field}: " in error(tmp_path, session(**over))
+
+
 def test_empty_turns(tmp_path: Path) -> None:
     assert "turns: List should have at least 1 item" in error(tmp_path, session(turns=[]))
 
