@@ -4,11 +4,39 @@ from __future__ import annotations
 
 from typing import Any
 
+from celery.signals import before_task_publish
 from kombu.entity import Exchange
 from kombu.entity import Queue as KombuQueue
 
 from common.queues import TASK_ROUTES, Queue
 from common.settings import Settings
+
+# What a task message may name in its headers (and so in Flower and the workers' task events):
+# ids, never a payload's turns, questions or drafts, which must not outlive an erasure there.
+_NAMED = ("tenant", "space", "job_id", "chunk", "chunks", "what", "op")
+
+
+def payload_repr(kwargs: Any) -> str:
+    """A task's keyword arguments as its message headers show them: ids only."""
+    payload = kwargs.get("payload") if isinstance(kwargs, dict) else None
+    if not isinstance(payload, dict):
+        return "{}"
+    shown = {k: payload[k] for k in _NAMED if payload.get(k) is not None}
+    session = payload.get("session")
+    if isinstance(session, dict) and "session_id" in session:
+        shown["session_id"] = session["session_id"]
+    return repr({"payload": shown})
+
+
+@before_task_publish.connect(weak=False)
+def _redact_headers(headers: dict[str, Any] | None = None, body: Any = None, **_: Any) -> None:
+    """Every message any of our apps publishes (producer, API, a worker's next step or retry)
+    carries the redacted form in `argsrepr`/`kwargsrepr`."""
+    if headers is None or "kwargsrepr" not in headers:
+        return
+    kwargs = body[1] if isinstance(body, (list, tuple)) and len(body) > 1 else {}
+    headers["argsrepr"] = "()"
+    headers["kwargsrepr"] = payload_repr(kwargs)
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -38,7 +66,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_soft_time_limit": broker.soft_time_limit,
         "task_time_limit": broker.time_limit,
         "worker_prefetch_multiplier": 1,
-        "task_send_sent_event": True,
+        # A task-sent event carries the arguments' repr before any signal can redact it;
+        # Flower still sees every task from its task-received event on.
+        "task_send_sent_event": False,
         "worker_send_task_events": True,
         "result_expires": settings.pipeline.job_ttl_s,
         "result_extended": False,
