@@ -8,7 +8,7 @@ from typing import Any
 
 from celery import Celery
 
-from common.errors import AtomMemError, Conflict, InvalidInput, NotFound
+from common.errors import AtomMemError, Conflict, InvalidInput, NotFound, SessionConflict
 from common.models import ids
 from common.models.jobs import (
     FINISHED,
@@ -38,6 +38,15 @@ _KINDS: dict[str, type[AtomMemError]] = {
 }
 
 
+def _content(raw: str) -> str:
+    """The content hash of a stored accept payload's session (its order aside)."""
+    try:
+        session = AcceptPayload.model_validate_json(raw).session
+    except ValueError:  # unreadable: never taken for the same content
+        return ""
+    return ids.content_hash(session.model_dump(mode="json", exclude={"seq"}))
+
+
 def _raise_for(result: dict[str, Any]) -> None:
     """A worker's {"error", "kind"} reply as the matching exception."""
     if "error" in result:
@@ -63,28 +72,62 @@ class MemoryClient:
     def submit_many(self, tenant: str, items: Sequence[tuple[str, SessionInput]]) -> list[Job]:
         """Accept sessions: every one gets a job and its place in its space's sequence
         before any is sent, so a backlog commits in session order however it is consumed.
-        (A session submitted after a later one of its space committed is committed then.)"""
+        (A session submitted after a later one of its space committed is committed then.)
+
+        A session id submitted before is the same job: with the same content it is returned
+        as it stands (a failed one is sent again), with other content the whole call is
+        refused with `SessionConflict` and changes nothing. The job is claimed atomically,
+        so of two concurrent submissions of one session with different content exactly one
+        is accepted."""
         now = time.time()
-        jobs, payloads = [], []
-        for space, session in items:
-            job = Job(
-                job_id=ids.job_id(tenant, space, session.session_id),
-                tenant=tenant,
-                space=space,
-                session_id=session.session_id,
-                created_at=now,
-                updated_at=now,
-            )
-            payload = AcceptPayload(
-                enqueued_at=0.0, job_id=job.job_id, tenant=tenant, space=space, session=session
-            )
-            self._jobs.put_job(job, payload.model_dump_json())
-            self._sequence.register(tenant, space, session.session_id, session.order)
-            jobs.append(job)
-            payloads.append(payload)
-        for payload in payloads:
+        fresh: list[AcceptPayload] = []
+        again: list[Job] = []
+        jobs: list[Job] = []
+        try:
+            for space, session in items:
+                job = Job(
+                    job_id=ids.job_id(tenant, space, session.session_id),
+                    tenant=tenant,
+                    space=space,
+                    session_id=session.session_id,
+                    created_at=now,
+                    updated_at=now,
+                )
+                payload = AcceptPayload(
+                    enqueued_at=0.0, job_id=job.job_id, tenant=tenant, space=space, session=session
+                )
+                existing = self._jobs.claim_job(job, payload.model_dump_json())
+                if existing is None:
+                    self._sequence.register(tenant, space, session.session_id, session.order)
+                    fresh.append(payload)
+                    jobs.append(job)
+                    continue
+                old, raw = existing
+                if _content(raw) != _content(payload.model_dump_json()):
+                    raise SessionConflict(
+                        f"session {session.session_id!r} of space {space!r} was already "
+                        f"submitted with different content as job {old.job_id} (state "
+                        f"{old.state}); erase it first or use a new session_id"
+                    )
+                if old.state == "failed":
+                    again.append(old)
+                jobs.append(old)
+        except SessionConflict:
+            for p in fresh:  # nothing was sent yet: undo this call's claims
+                self._sequence.unregister(tenant, p.space, p.session.session_id)
+                self._jobs.delete_job(tenant, p.job_id)
+            raise
+        for payload in fresh:
             self._send(TaskName.ACCEPT, payload)
-        return jobs
+        retried = {j.job_id: self.retry(tenant, j.job_id) for j in again}
+        return [self._as_resubmitted(retried.get(j.job_id, j)) for j in jobs]
+
+    def _as_resubmitted(self, job: Job) -> Job:
+        """A done job submitted again is marked as finding its session already in memory;
+        its state and counts stay as they are."""
+        if job.state != "done" or job.unchanged:
+            return job
+        return self._jobs.update_job(job.tenant, job.job_id, unchanged=True) or job
 
     def job(self, tenant: str, job_id: str) -> Job:
         job = self._jobs.get_job(tenant, job_id)
@@ -93,34 +136,44 @@ class MemoryClient:
         return job
 
     def retry(self, tenant: str, job_id: str) -> Job:
-        """Send a failed (or stuck) job again; ids are deterministic, so nothing doubles."""
+        """Send a failed (or stuck) job again; ids are deterministic, so nothing doubles.
+        A done job is left as it is."""
         raw = self._jobs.job_payload(tenant, job_id)
         if raw is None:
             raise JobNotFound(f"no job {job_id!r} for tenant {tenant!r}")
-        payload = AcceptPayload.model_validate_json(raw)
-        old = self.job(tenant, job_id)
-        job = self._jobs.update_job(
-            tenant, job_id, state="queued", reason=None, attempts=old.attempts + 1
-        )
-        self._sequence.register(
-            tenant, payload.space, payload.session.session_id, payload.session.order
-        )
-        self._send(TaskName.ACCEPT, payload)
-        assert job is not None
+        job = self.job(tenant, job_id)
+        if job.state == "done":
+            return job
+        if job.state == "failed":
+            updated = self._jobs.update_job(
+                tenant, job_id, state="queued", reason=None, attempts=job.attempts + 1
+            )
+            job = updated or job
+        self.resend([job])
         return job
 
-    def resend_open(self) -> list[Job]:
-        """Send every unfinished job again (the embedded journal after an interruption)."""
+    def resend(self, jobs: Sequence[Job], backoff_s: float | None = None) -> list[Job]:
+        """Send these jobs' accepts again from their stored payloads (accept is idempotent:
+        it re-sends only the chunks not yet extracted, or finds the session further on).
+        `backoff_s`: the sweep's staleness, doubled per resend without progress."""
         sent = []
-        for job in self._jobs.open_jobs():
+        for job in jobs:
             raw = self._jobs.job_payload(job.tenant, job.job_id)
             if raw is None:
                 continue
             payload = AcceptPayload.model_validate_json(raw)
+            if backoff_s is None:
+                self._jobs.touch(job.tenant, [job.job_id])
+            else:
+                self._jobs.note_resent(job.tenant, job.job_id, backoff_s)
             self._sequence.register(job.tenant, job.space, job.session_id, payload.session.order)
             self._send(TaskName.ACCEPT, payload)
             sent.append(job)
         return sent
+
+    def resend_open(self) -> list[Job]:
+        """Send every unfinished job again (the embedded journal after an interruption)."""
+        return self.resend(self._jobs.open_jobs())
 
     def wait(
         self,
@@ -196,6 +249,8 @@ class MemoryClient:
     def _call(self, name: TaskName, body: TaskPayload, timeout: float) -> dict[str, Any]:
         """Send a task and wait for its reply, then delete the reply from the result
         backend: replies carry memory, and erased memory must not linger there."""
+        if name is not TaskName.ADMIN:  # an erasure still runs after its caller gave up
+            body = body.model_copy(update={"reply_by": time.time() + timeout})
         pending = self._send(name, body)
         try:
             result = pending.get(timeout=timeout, interval=0.005)

@@ -59,16 +59,18 @@ def _run_stage(
         with usage.metered() as used:
             build(index, changes, stats)
         stats.add_usage(used.as_counts())
+        merged = dict(record.stats)
+        for name, value in stats.counts().items():
+            merged[name] = merged.get(name, 0) + value
         plan = changes.plan()
-        records.put_session(ctx.store, record.model_copy(update={"status": running, "plan": plan}))
+        # The stage's counts go with its plan: a run that resumes the plan reports them too.
+        planned = record.model_copy(update={"status": running, "plan": plan, "stats": merged})
+        records.put_session(ctx.store, planned)
         apply_plan(ctx.store, plan)
     except BaseException:
         # The in-memory index may hold half a stage; reload it from the store next time.
         ctx.indexes.drop(record.tenant, record.space)
         raise
-    merged = dict(record.stats)
-    for name, value in stats.counts().items():
-        merged[name] = merged.get(name, 0) + value
     done = record.model_copy(update={"status": finished, "plan": None, "stats": merged})
     records.put_session(ctx.store, done)
     record.status, record.plan, record.stats = finished, None, merged

@@ -19,12 +19,13 @@ from common.llm import usage
 from common.memory.commit import commit_facts, profile_batch, profile_flush, resume
 from common.memory.context import MemoryContext
 from common.memory.extract import chunks, draft_session
-from common.memory.ingest import accept, note_participants
+from common.memory.ingest import accept, note_participants, session_hash
 from common.models.drafts import DraftFact
 from common.models.jobs import AcceptPayload, ExtractPayload
 from common.models.session import SessionInput
 from common.store import records
 from common.store.coordination import ChunkParking, Coordination
+from common.store.coordination.liveness import HEARTBEAT
 
 WORKING = ("extracting", "committing", "profiling")
 
@@ -57,13 +58,20 @@ def accept_stage(
 ) -> list[ExtractPayload] | None:
     """Store the raw session; return the chunks still to extract (a redelivered accept skips
     those already parked), or None when the session needs nothing more."""
+    stored = coord.jobs.job_payload(payload.tenant, payload.job_id)
+    if stored is not None and not _same_session(stored, payload):
+        return None  # not the payload the job was accepted with: it must never replace it
     records.require_space(ctx.store, payload.tenant, payload.space)
     record, pending = accept(ctx, payload.tenant, payload.space, payload.session, payload.job_id)
     if not pending:
         coord.sequence.unregister(payload.tenant, payload.space, payload.session.session_id)
-        coord.jobs.update_job(
-            payload.tenant, payload.job_id, state="done", counts={}, unchanged=True
-        )
+        job = coord.jobs.get_job(payload.tenant, payload.job_id)
+        if job is not None and job.state in WORKING:  # it did the work, then lost track
+            coord.jobs.update_job(payload.tenant, payload.job_id, state="done", counts=record.stats)
+        elif job is None or job.state == "queued":  # a new job for a session in memory
+            coord.jobs.update_job(
+                payload.tenant, payload.job_id, state="done", counts={}, unchanged=True
+            )
         return None
     if record.status == "accepted":
         records.put_session(ctx.store, record)
@@ -74,6 +82,14 @@ def accept_stage(
     parked = coord.chunks.parked(payload.tenant, payload.space, payload.session.session_id)
     todo = extract_payloads(ctx, payload.job_id, payload.tenant, payload.space, payload.session)
     return [p for p in todo if p.chunk not in parked]  # none left: the drain takes it over
+
+
+def _same_session(stored: str, payload: AcceptPayload) -> bool:
+    try:
+        first = AcceptPayload.model_validate_json(stored).session
+    except ValueError:
+        return True  # nothing readable to protect
+    return session_hash(first) == session_hash(payload.session)
 
 
 def extract_payloads(
@@ -101,7 +117,7 @@ def extract_stage(ctx: MemoryContext, chunks: ChunkParking, payload: ExtractPayl
     """Draft the facts of one chunk and park them; True once every chunk of the session is
     parked. Parking is idempotent, so a redelivered chunk counts once: the fan-in survives a
     worker killed at any point (a counter would not)."""
-    with usage.metered() as used:
+    with HEARTBEAT.working_on(payload.tenant, payload.job_id), usage.metered() as used:
         drafts = draft_session(
             ctx, payload.tenant, payload.space, payload.session, payload.context_turns
         )

@@ -4,7 +4,9 @@ the SQLite journal of the embedded mode and Redis (skipped when Redis is not run
 from __future__ import annotations
 
 import os
+import socket
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,6 +18,7 @@ import redis
 from common.models.jobs import Job
 from common.store import keys
 from common.store.coordination import Coordination
+from common.store.coordination.jobs import RedisJobs
 from common.store.coordination.locks import SqliteLocks
 
 REDIS_URL = "redis://127.0.0.1:6379/13"  # not flushed: each test uses its own tenant
@@ -50,6 +53,10 @@ def _forget_tenant(client: redis.Redis, tenant: str) -> None:
     for member in client.smembers(keys.OPEN_JOBS):
         if str(member).startswith(f"{tenant}\x1f"):
             client.srem(keys.OPEN_JOBS, member)
+    for member in client.zrange(keys.JOB_PROGRESS, 0, -1):
+        if str(member).startswith(f"{tenant}\x1f"):
+            client.zrem(keys.JOB_PROGRESS, member)
+            client.hdel(keys.JOB_RESENDS, member)
 
 
 @pytest.fixture
@@ -103,9 +110,77 @@ def test_lock_is_exclusive_until_released_by_its_owner_or_expired(
     c.release(tenant, "x", "b")  # not the owner: nothing happens
     assert not c.acquire(tenant, "x", "b", 60_000)
     c.release(tenant, "x", "a")
-    assert c.acquire(tenant, "x", "b", 1)
-    time.sleep(0.01)
+    dead = opener()  # a holder that stops renewing (its process died) loses the lock
+    assert dead.locks.acquire(tenant, "x", "b", 200)
+    dead.close()
+    time.sleep(0.4)
     assert c.acquire(tenant, "x", "c", 60_000)  # the expired lock is taken over
+
+
+def test_a_held_lock_outlives_its_ttl_while_its_holder_lives(opener: Opener, tenant: str) -> None:
+    c = opener().locks
+    assert c.acquire(tenant, "x", "a", 300)
+    time.sleep(1.0)  # more than three TTLs: renewed all along
+    assert c.held(tenant, "x")
+    assert not c.acquire(tenant, "x", "b", 300)
+    c.release(tenant, "x", "a")
+    assert not c.held(tenant, "x")
+    assert c.acquire(tenant, "x", "b", 300)
+
+
+def test_a_lock_held_past_its_maximum_is_no_longer_renewed(tmp_path: Path, tenant: str) -> None:
+    c = Coordination.sqlite(tmp_path / "c.sqlite", max_hold_s=0.3)
+    assert c.locks.acquire(tenant, "x", "hung", 300)
+    time.sleep(1.0)  # a task hung past the maximum hold: its lock lapses
+    assert c.locks.acquire(tenant, "x", "next", 300)
+    c.close()
+
+
+def test_a_claimed_job_is_never_replaced(opener: Opener, tenant: str) -> None:
+    c = opener()
+    first = _job(tenant)
+    assert c.jobs.claim_job(first, '{"v": 1}') is None
+    second = first.model_copy(update={"state": "extracting", "created_at": 1.0})
+    found = c.jobs.claim_job(second, '{"v": 2}')
+    assert found is not None
+    assert found[0] == first and found[1] == '{"v": 1}'
+    assert c.jobs.job_payload(tenant, "j1") == '{"v": 1}'
+    assert c.jobs.get_job(tenant, "j1") == first
+
+
+def test_of_concurrent_claims_exactly_one_stores(opener: Opener, tenant: str) -> None:
+    stores = [opener().jobs for _ in range(8)]
+    barrier = threading.Barrier(len(stores))
+    results: list[tuple[Job, str] | None] = [None] * len(stores)
+
+    def claim(i: int) -> None:
+        barrier.wait()
+        results[i] = stores[i].claim_job(_job(tenant), f'{{"v": {i}}}')
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(len(stores))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [i for i, r in enumerate(results) if r is None]
+    assert len(winners) == 1
+    assert stores[0].job_payload(tenant, "j1") == f'{{"v": {winners[0]}}}'
+
+
+def test_stalled_jobs_are_open_ones_without_progress(opener: Opener, tenant: str) -> None:
+    c = opener().jobs
+    old = _job(tenant, "old").model_copy(update={"updated_at": time.time() - 100})
+    c.put_job(old, "{}")
+    c.put_job(_job(tenant, "fresh"), "{}")
+    c.put_job(_job(tenant, "done").model_copy(update={"updated_at": time.time() - 100}), "{}")
+    c.update_job(tenant, "done", state="done")
+
+    def stalled() -> list[str]:
+        return [j.job_id for j, _ in c.stalled(time.time() - 50) if j.tenant == tenant]
+
+    assert stalled() == ["old"]
+    c.touch(tenant, ["old"])  # a task working on it is alive
+    assert stalled() == []
 
 
 def test_versions_and_jobs_survive_a_reopen(opener: Opener, tenant: str) -> None:
@@ -207,3 +282,53 @@ def test_a_journal_written_before_the_split_opens_as_it_was(tmp_path: Path) -> N
     assert c.waits.waits("ingest") == [0.5]
     assert c.locks.acquire("t", "s", "new", 1000)
     c.close()
+
+
+def test_a_release_while_redis_is_away_is_retried_not_raised() -> None:
+    from common.store.coordination.locks import RedisLocks, Renewer
+
+    with socket.socket() as s:  # a port nothing listens on: Redis is away
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    away = RedisLocks(redis.Redis(port=port, socket_connect_timeout=0.2))
+    away.release("t", "x", "a")  # the task that held it does not fail for it
+    away.close()
+
+    calls: list[str] = []
+
+    def give_back(tenant: str, space: str, token: str) -> None:
+        calls.append(token)
+        if len(calls) < 3:
+            raise redis.ConnectionError("Redis is restarting")
+
+    renewer = Renewer(lambda *_: True, give_back, 60)
+    renewer.release_later("t", "x", "a")
+    deadline = time.monotonic() + 10
+    while len(calls) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.6)
+    renewer.close()
+    assert calls == ["a", "a", "a"]  # retried until it answered, then no more
+
+
+@pytest.mark.integration
+def test_each_resend_without_progress_doubles_the_wait(opener: Opener, tenant: str) -> None:
+    c = opener().jobs
+    if not isinstance(c, RedisJobs):
+        pytest.skip("the sweep runs with Redis only")
+    c.put_job(_job(tenant).model_copy(update={"updated_at": time.time() - 100}), "{}")
+
+    def stalled_after(seconds: float) -> bool:
+        found = c.stalled(time.time() + seconds - 10)  # stale after 10 s of no progress
+        return any(j.tenant == tenant for j, _ in found)
+
+    assert stalled_after(0)
+    c.note_resent(tenant, "j1", 10)  # first resend: due again after 10 s
+    assert not stalled_after(9) and stalled_after(11)
+    c.note_resent(tenant, "j1", 10)  # no progress since: after 20 s
+    assert not stalled_after(19) and stalled_after(21)
+    c.note_resent(tenant, "j1", 10)
+    assert not stalled_after(39) and stalled_after(41)
+    c.update_job(tenant, "j1", state="committing")  # real progress: back to 10 s
+    c.note_resent(tenant, "j1", 10)
+    assert not stalled_after(9) and stalled_after(11)

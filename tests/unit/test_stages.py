@@ -11,10 +11,21 @@ from pathlib import Path
 import pytest
 
 from common.llm.transport import LLMError
-from common.memory.stages import Next, drain_stage, parked_drafts, profile_stage
-from common.models.jobs import Job
+from common.memory import commit, stages
+from common.memory.ingest import session_hash
+from common.memory.stages import (
+    Next,
+    accept_stage,
+    drain_stage,
+    extract_stage,
+    parked_drafts,
+    profile_stage,
+)
+from common.models.jobs import AcceptPayload, ExtractPayload, Job
+from common.models.session import SessionInput, Turn
 from common.store import records
 from common.store.coordination import ChunkParking, Coordination
+from common.store.coordination.liveness import HEARTBEAT
 from tests.helpers import draft, make_ctx, session_record, unit
 
 
@@ -115,3 +126,97 @@ def test_a_failed_profile_batch_fails_the_job_and_frees_the_space(tmp_path: Path
     assert coord.sequence.head("t", "s") is None  # the space moves on
     stored = records.get_session(ctx.store, "t", "s", "s1")
     assert stored is not None and stored.status == "committed"  # a retry resumes here
+
+
+def _coord_with_job(tmp_path: Path, state: str, payload: str = "{}") -> Coordination:
+    coord = Coordination.sqlite(tmp_path / "c.sqlite")
+    now = time.time()
+    job = Job(
+        job_id="j1", tenant="t", space="s", session_id="s1", state=state,  # type: ignore[arg-type]
+        created_at=now, updated_at=now,
+    )  # fmt: skip
+    coord.jobs.put_job(job, payload)
+    coord.sequence.register("t", "s", "s1", 0)
+    return coord
+
+
+def test_a_commit_resumed_after_a_crash_reports_the_sessions_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = make_ctx(tmp_path)
+    records.put_session(ctx.store, REC.model_copy(update={"status": "accepted", "job_id": "j1"}))
+    coord = _coord_with_job(tmp_path, "extracting")
+    _park(coord.chunks, 0, 1, ["Ann adopted a cat.", "Ann moved to Oslo."])
+
+    def crash(*_: object) -> None:
+        raise RuntimeError("worker killed while applying the plan")
+
+    monkeypatch.setattr(commit, "apply_plan", crash)
+    with pytest.raises(RuntimeError):
+        drain_stage(ctx, coord, "t", "s")
+    monkeypatch.undo()
+    assert drain_stage(ctx, coord, "t", "s") == Next.PROFILE  # resumes the recorded plan
+    assert profile_stage(ctx, coord, "t", "s", "s1") == Next.DRAIN
+    job = coord.jobs.get_job("t", "j1")
+    assert job is not None and job.state == "done"
+    assert job.counts["turns"] == 1 and job.counts["facts_in"] == 2
+    assert job.counts["facts_stored"] + job.counts["duplicates_dropped"] == 2
+
+
+def _accept(session: SessionInput) -> AcceptPayload:
+    return AcceptPayload(enqueued_at=0.0, job_id="j1", tenant="t", space="s", session=session)
+
+
+def test_accept_never_lets_a_second_payload_replace_the_jobs(tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path)
+    first = _accept(REC.session)
+    other = REC.session.model_copy(
+        update={"turns": [Turn(id="s1:0", speaker="Ann", text="something else entirely")]}
+    )
+    coord = _coord_with_job(tmp_path, "queued", first.model_dump_json())
+    assert accept_stage(ctx, coord, _accept(other)) is None
+    assert records.get_session(ctx.store, "t", "s", "s1") is None  # nothing stored
+    assert coord.jobs.job_payload("t", "j1") == first.model_dump_json()
+    todo = accept_stage(ctx, coord, first)  # the job's own payload goes ahead
+    assert todo and todo[0].session.turns[0].text == "placeholder text"
+
+
+def test_accept_over_a_done_session_reports_its_counts_to_the_job_doing_it(
+    tmp_path: Path,
+) -> None:
+    ctx = make_ctx(tmp_path)
+    stats = {"turns": 1, "facts_in": 3, "facts_stored": 3}
+    rec = REC.model_copy(update={"status": "done", "stats": stats, "job_id": "j1"})
+    records.put_session(
+        ctx.store, rec.model_copy(update={"content_hash": session_hash(REC.session)})
+    )
+    coord = _coord_with_job(tmp_path, "extracting", _accept(REC.session).model_dump_json())
+    assert accept_stage(ctx, coord, _accept(REC.session)) is None
+    job = coord.jobs.get_job("t", "j1")
+    assert job is not None and job.state == "done"
+    assert job.counts == stats and not job.unchanged
+
+
+def test_a_long_extraction_keeps_its_job_marked_alive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """However a chunk's extraction is run (its own task or a fair-lane step), the job stays
+    alive for the sweep while the model works."""
+    ctx = make_ctx(tmp_path)
+    touched: list[tuple[str, list[str]]] = []
+
+    def slow_draft(*_: object) -> list[object]:
+        time.sleep(0.5)
+        return []
+
+    monkeypatch.setattr(stages, "draft_session", slow_draft)
+    HEARTBEAT.configure(lambda tenant, ids: touched.append((tenant, ids)), every_s=0.1)
+    try:
+        chunk = ExtractPayload(
+            enqueued_at=0.0, job_id="j1", tenant="t", space="s", session=REC.session,
+            context_turns=0, chunk=0, chunks=1,
+        )  # fmt: skip
+        assert extract_stage(ctx, Coordination.sqlite(tmp_path / "c.sqlite").chunks, chunk)
+    finally:
+        HEARTBEAT.configure(None)
+    assert ("t", ["j1"]) in touched

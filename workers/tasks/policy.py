@@ -17,8 +17,10 @@ from common.errors import AtomMemError
 from common.memory import stages
 from common.models.jobs import AcceptPayload, ExtractPayload, SpacePayload
 from common.queues import TaskName
+from common.store.coordination.liveness import HEARTBEAT
 from workers import runtime
 from workers.celery_app import app
+from workers.leases import start_heartbeat
 
 # Transient: the broker, Redis or a Qdrant server briefly unreachable. Everything else is
 # permanent and fails the job with its message at once.
@@ -32,12 +34,29 @@ RETRY: dict[str, Any] = {
 }
 
 
+class JobTask(Task):  # type: ignore[misc]
+    """A task that marks the job in its payload alive while it runs (see workers.leases)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        start_heartbeat()
+        payload = kwargs.get("payload")
+        if not isinstance(payload, dict):
+            return super().__call__(*args, **kwargs)
+        tenant, job_id = payload.get("tenant"), payload.get("job_id")
+        if not isinstance(tenant, str) or not isinstance(job_id, str):
+            return super().__call__(*args, **kwargs)
+        with HEARTBEAT.working_on(tenant, job_id):
+            return super().__call__(*args, **kwargs)
+
+
 def task(name: TaskName, *, reply: bool = False, **overrides: Any) -> Callable[..., Task]:
     """Register a task under its stable name: bound, acked late and rejected when its worker is
     lost (so a killed worker's task is redelivered: every task is idempotent), transient errors
-    retried with backoff. Pipeline steps ignore their results; `reply` tasks keep theirs."""
+    retried with backoff; a task working on a job keeps it marked alive for the sweep.
+    Pipeline steps ignore their results; `reply` tasks keep theirs."""
     options: dict[str, Any] = {
         "name": name.value,
+        "base": JobTask,
         "bind": True,
         "acks_late": True,
         "reject_on_worker_lost": True,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import redis
 
@@ -14,6 +14,12 @@ from common.store.coordination.journal import Journal
 
 class JobStore(Protocol):
     def put_job(self, job: Job, payload: str) -> None: ...
+    def claim_job(self, job: Job, payload: str) -> tuple[Job, str] | None:
+        """Store the job and its payload unless the job exists: None when stored, else the
+        existing job and its payload, untouched. Atomic, so of two concurrent claims of one
+        job exactly one stores."""
+        ...
+
     def get_job(self, tenant: str, job_id: str) -> Job | None: ...
     def job_payload(self, tenant: str, job_id: str) -> str | None: ...
     def update_job(self, tenant: str, job_id: str, **fields: Any) -> Job | None: ...
@@ -22,6 +28,20 @@ class JobStore(Protocol):
         ...
 
     def delete_job(self, tenant: str, job_id: str) -> None: ...
+    def touch(self, tenant: str, job_ids: list[str]) -> None:
+        """Mark open jobs as making progress now (a task working on them is alive)."""
+        ...
+
+    def stalled(self, before: float) -> list[tuple[Job, float]]:
+        """Open jobs with no progress since `before`, each with when it last progressed."""
+        ...
+
+    def note_resent(self, tenant: str, job_id: str, stale_s: float) -> None:
+        """The sweep sent the job again: it counts as progressing now, and each resend with
+        no real progress in between doubles the wait before the next (up to 64 times
+        `stale_s`), so a job that only waits its turn behind a long backlog is not sent
+        again and again."""
+        ...
 
 
 def _updated(job: Job, fields: dict[str, Any]) -> Job:
@@ -32,19 +52,63 @@ def _member(tenant: str, job_id: str) -> str:
     return f"{tenant}\x1f{job_id}"
 
 
+_CLAIM = """
+local job = redis.call('get', KEYS[1])
+if job then return {job, redis.call('get', KEYS[2]) or ''} end
+redis.call('set', KEYS[1], ARGV[1], 'EX', ARGV[3])
+redis.call('set', KEYS[2], ARGV[2], 'EX', ARGV[3])
+redis.call('sadd', KEYS[3], ARGV[4])
+redis.call('zadd', KEYS[4], ARGV[5], ARGV[4])
+return false
+"""
+
+
+_RESENT = """
+local n = redis.call('hincrby', KEYS[2], ARGV[1], 1)
+if n > 7 then n = 7 end
+redis.call('zadd', KEYS[1], 'XX', ARGV[2] + (2 ^ (n - 1) - 1) * ARGV[3], ARGV[1])
+return n
+"""
+
+
 class RedisJobs:
-    """Jobs as JSON strings that expire, with a set of the open ones."""
+    """Jobs as JSON strings that expire, with a set of the open ones and when each last made
+    progress (a sorted set the sweep reads)."""
 
     def __init__(self, client: redis.Redis, job_ttl_s: int) -> None:
         self._r = client
         self._ttl = job_ttl_s
+        self._claim = client.register_script(_CLAIM)
+        self._resent = client.register_script(_RESENT)
 
     def put_job(self, job: Job, payload: str) -> None:
+        member = _member(job.tenant, job.job_id)
         pipe = self._r.pipeline()
         pipe.set(keys.job(job.tenant, job.job_id), job.model_dump_json(), ex=self._ttl)
         pipe.set(keys.job_payload(job.tenant, job.job_id), payload, ex=self._ttl)
-        pipe.sadd(keys.OPEN_JOBS, _member(job.tenant, job.job_id))
+        pipe.sadd(keys.OPEN_JOBS, member)
+        pipe.zadd(keys.JOB_PROGRESS, {member: job.updated_at})
         pipe.execute()
+
+    def claim_job(self, job: Job, payload: str) -> tuple[Job, str] | None:
+        found = self._claim(
+            keys=[
+                keys.job(job.tenant, job.job_id),
+                keys.job_payload(job.tenant, job.job_id),
+                keys.OPEN_JOBS,
+                keys.JOB_PROGRESS,
+            ],
+            args=[
+                job.model_dump_json(),
+                payload,
+                self._ttl,
+                _member(job.tenant, job.job_id),
+                job.updated_at,
+            ],
+        )
+        if not found:
+            return None
+        return Job.model_validate_json(found[0]), str(found[1])
 
     def get_job(self, tenant: str, job_id: str) -> Job | None:
         raw = self._r.get(keys.job(tenant, job_id))
@@ -59,14 +123,41 @@ class RedisJobs:
         if job is None:
             return None
         job = _updated(job, fields)
+        member = _member(tenant, job_id)
         pipe = self._r.pipeline()
         pipe.set(keys.job(tenant, job_id), job.model_dump_json(), ex=self._ttl)
+        pipe.hdel(keys.JOB_RESENDS, member)  # real progress: the sweep's backoff starts over
         if job.state in FINISHED:
-            pipe.srem(keys.OPEN_JOBS, _member(tenant, job_id))
+            pipe.srem(keys.OPEN_JOBS, member)
+            pipe.zrem(keys.JOB_PROGRESS, member)
         else:
-            pipe.sadd(keys.OPEN_JOBS, _member(tenant, job_id))
+            pipe.sadd(keys.OPEN_JOBS, member)
+            pipe.zadd(keys.JOB_PROGRESS, {member: job.updated_at})
         pipe.execute()
         return job
+
+    def touch(self, tenant: str, job_ids: list[str]) -> None:
+        if job_ids:
+            now = time.time()
+            self._r.zadd(keys.JOB_PROGRESS, {_member(tenant, j): now for j in job_ids}, xx=True)
+
+    def stalled(self, before: float) -> list[tuple[Job, float]]:
+        out = []
+        found = self._r.zrangebyscore(keys.JOB_PROGRESS, "-inf", before, withscores=True)
+        for member, score in cast(list[tuple[str, float]], found):
+            tenant, job_id = str(member).split("\x1f", 1)
+            job = self.get_job(tenant, job_id)
+            if job is None or job.state in FINISHED:  # expired, or finished meanwhile
+                self._r.zrem(keys.JOB_PROGRESS, member)
+                continue
+            out.append((job, float(score)))
+        return out
+
+    def note_resent(self, tenant: str, job_id: str, stale_s: float) -> None:
+        self._resent(
+            keys=[keys.JOB_PROGRESS, keys.JOB_RESENDS],
+            args=[_member(tenant, job_id), time.time(), stale_s],
+        )
 
     def open_jobs(self) -> list[Job]:
         out = []
@@ -81,6 +172,8 @@ class RedisJobs:
         pipe = self._r.pipeline()
         pipe.delete(keys.job(tenant, job_id), keys.job_payload(tenant, job_id))
         pipe.srem(keys.OPEN_JOBS, _member(tenant, job_id))
+        pipe.zrem(keys.JOB_PROGRESS, _member(tenant, job_id))
+        pipe.hdel(keys.JOB_RESENDS, _member(tenant, job_id))
         pipe.execute()
 
 
@@ -102,6 +195,20 @@ class SqliteJobs:
             job.model_dump_json(),
             payload,
         )
+
+    def claim_job(self, job: Job, payload: str) -> tuple[Job, str] | None:
+        with self._j.locked() as db:
+            stored = db.execute(
+                "INSERT OR IGNORE INTO jobs VALUES (?, ?, ?, ?, 1)",
+                (job.tenant, job.job_id, job.model_dump_json(), payload),
+            ).rowcount
+            if stored == 1:
+                return None
+            row = db.execute(
+                "SELECT body, payload FROM jobs WHERE tenant=? AND job_id=?",
+                (job.tenant, job.job_id),
+            ).fetchone()
+        return Job.model_validate_json(row[0]), str(row[1])
 
     def get_job(self, tenant: str, job_id: str) -> Job | None:
         raw = self._j.one("SELECT body FROM jobs WHERE tenant=? AND job_id=?", tenant, job_id)
@@ -131,3 +238,15 @@ class SqliteJobs:
 
     def delete_job(self, tenant: str, job_id: str) -> None:
         self._j.run("DELETE FROM jobs WHERE tenant=? AND job_id=?", tenant, job_id)
+
+    def touch(self, tenant: str, job_ids: list[str]) -> None:
+        for job_id in job_ids:
+            job = self.get_job(tenant, job_id)
+            if job is not None and job.state not in FINISHED:
+                self.update_job(tenant, job_id)
+
+    def stalled(self, before: float) -> list[tuple[Job, float]]:
+        return [(j, j.updated_at) for j in self.open_jobs() if j.updated_at < before]
+
+    def note_resent(self, tenant: str, job_id: str, stale_s: float) -> None:
+        self.touch(tenant, [job_id])  # one process, no sweep: nothing to back off from
