@@ -17,6 +17,9 @@ class TaskName(StrEnum):
     ACCEPT = "atommem.ingest.accept"
     EXTRACT = "atommem.extract.window"
     DRAIN = "atommem.memory.drain"
+    # Fair lanes (common.store.coordination.fair): run the next tenant's waiting step
+    EXTRACT_NEXT = "atommem.extract.next"
+    MEMORY_NEXT = "atommem.memory.next"
     ADMIN = "atommem.memory.admin"
     PROFILE = "atommem.profile.batch"
     SEARCH = "atommem.query.search"
@@ -29,6 +32,8 @@ TASK_QUEUE: dict[TaskName, Queue] = {
     TaskName.ACCEPT: Queue.INGEST,
     TaskName.EXTRACT: Queue.EXTRACT,
     TaskName.DRAIN: Queue.MEMORY,
+    TaskName.EXTRACT_NEXT: Queue.EXTRACT,
+    TaskName.MEMORY_NEXT: Queue.MEMORY,
     TaskName.ADMIN: Queue.MEMORY,
     TaskName.PROFILE: Queue.PROFILE,
     TaskName.SEARCH: Queue.QUERY,

@@ -120,7 +120,14 @@ class RulesSettings(BaseModel):
 
 
 class BrokerSettings(BaseModel):
-    """Celery over Redis; with no URL the same task graph runs inside one process."""
+    """Celery over Redis; with no URL the same task graph runs inside one process.
+
+    Recovery does not wait on the broker's visibility timeout (kept long, so a long task is
+    never run twice by the broker): a space lock lives `lock_ttl_ms` unless its holder renews
+    it, a running task marks its job alive, and every worker sweeps every `sweep_interval_s`
+    for open jobs with no progress for `job_stale_s` whose queue has moved past them, and sends
+    them again (every step is idempotent).
+    """
 
     url: str | None = Field(default=None, description="e.g. redis://127.0.0.1:6379/0")
     result_url: str | None = Field(default=None, description="defaults to `url`")
@@ -130,8 +137,22 @@ class BrokerSettings(BaseModel):
     unacked_restore_interval: float = 10.0
     polling_interval: float = 0.01
     worker_concurrency: int = 2
-    lock_ttl_ms: int = 400_000
+    lock_ttl_ms: int = Field(
+        default=30_000,
+        ge=3000,
+        description="a space lock's life without renewal; its holder renews it every third",
+    )
     busy_retry_s: float = 2.0
+    job_stale_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="an open job with no progress this long (no running task, its queue "
+        "past it, its space unlocked) is sent again",
+    )
+    sweep_interval_s: float = Field(default=5.0, gt=0, description="how often a worker sweeps")
+    clock_skew_s: float = Field(
+        default=5.0, ge=0, description="allowed clock difference between the hosts"
+    )
 
     @model_validator(mode="after")
     def _limits(self) -> BrokerSettings:
@@ -139,8 +160,6 @@ class BrokerSettings(BaseModel):
             raise ValueError(
                 "broker limits must satisfy soft_time_limit < time_limit < visibility_timeout"
             )
-        if self.lock_ttl_ms <= self.time_limit * 1000:
-            raise ValueError("broker.lock_ttl_ms must exceed the hard time limit")
         return self
 
 
@@ -153,6 +172,17 @@ class PipelineSettings(BaseModel):
         description="job and sequencing state when no broker is configured",
     )
     job_ttl_s: int = 7 * 24 * 3600
+
+
+class FairSettings(BaseModel):
+    """Per-tenant fair scheduling of the ingest stages: work waits in per-tenant lanes and each
+    queued lane task runs a step of the tenant with the fewest running, so one tenant's backlog
+    cannot hold up another's session. Needs a broker; the embedded default (one process) sends
+    work straight to its queues."""
+
+    enabled: bool = Field(
+        default=True, description="off: every step goes straight to its queue, first in first out"
+    )
 
 
 class LLMEndpoint(BaseModel):
@@ -245,6 +275,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = LLMSettings()
     broker: BrokerSettings = BrokerSettings()
     pipeline: PipelineSettings = PipelineSettings()
+    fair: FairSettings = FairSettings()
     api: ApiSettings = ApiSettings()
 
     @model_validator(mode="after")

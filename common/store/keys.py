@@ -12,6 +12,11 @@ def job_payload(tenant: str, job_id: str) -> str:
 
 
 OPEN_JOBS = "atommem:jobs:open"
+# Sorted set: open job (tenant\x1fjob_id) → when it last made progress; the sweep reads it.
+JOB_PROGRESS = "atommem:jobs:progress"
+# Hash: open job → how often the sweep sent it again since it last really progressed.
+JOB_RESENDS = "atommem:jobs:resends"
+SWEEP = "atommem:sweep"
 
 
 def pending(tenant: str, space: str) -> str:
@@ -54,3 +59,37 @@ def tenant_keys(name: str) -> str:
 
 def write_rate(tenant_name: str, window: int) -> str:
     return f"atommem:rate:{tenant_name}:{window}"
+
+
+def fair_ring(lane: str) -> str:
+    """List: the tenants with work waiting in a fair lane, in the order they are served."""
+    return f"atommem:fairring:{lane}"
+
+
+def fair_queue(tenant: str, lane: str) -> str:
+    """List: the keys of one tenant's work waiting in a fair lane, oldest first."""
+    return f"atommem:fairqueue:{tenant}:{lane}"
+
+
+def fair_entries(tenant: str, lane: str) -> str:
+    """Hash: key → the waiting entry (work offered again while it waits is not queued twice)."""
+    return f"atommem:fairentries:{tenant}:{lane}"
+
+
+def fair_claims(lane: str) -> str:
+    """Hash: task id → the entry that task took from a fair lane and has not finished."""
+    return f"atommem:fairclaims:{lane}"
+
+
+def fair_claimed_at(lane: str) -> str:
+    """Sorted set: task id → when it took its entry (to find claims whose task is gone)."""
+    return f"atommem:fairclaimedat:{lane}"
+
+
+def replies(tenant: str) -> str:
+    """Sorted set: "{space}\x1f{task id}" of each stored task reply that carries the tenant's
+    memory → when it expires (erasure deletes a space's replies)."""
+    return f"atommem:replies:{tenant}"
+
+
+FAIR_RUNNING = "atommem:fairrunning"  # hash: tenant → fair-lane steps now running, every lane

@@ -6,6 +6,7 @@ validators are in test_infra_validators.py)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shlex
@@ -18,10 +19,12 @@ from urllib.parse import urlparse
 
 import pytest
 import yaml
+from kombu.transport.redis import PRIORITY_STEPS, Channel
 from pydantic import BaseModel
 
 from common.queues import Queue
 from common.settings import Settings, VLLMSettings
+from workers.tasks.fair import LANE_PRIORITY
 
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
@@ -417,11 +420,19 @@ def test_k8s_extractor_role_is_the_vllm_service() -> None:
 def test_keda_scales_the_extract_workers_on_the_extract_list() -> None:
     (scaled,) = k8s_kind("ScaledObject")
     spec = scaled["spec"]
-    (trigger,) = spec["triggers"]
-    meta = trigger["metadata"]
-    assert trigger["type"] == "redis"
-    assert meta["listName"] == Queue.EXTRACT.value
-    assert int(meta["listLength"]) >= 1
+    # Extract work waits in two Redis lists: the queue's own (default priority) and the one
+    # kombu keeps for the fair lanes' priority, where every chunk waits when the lanes are on.
+    lists = {t["metadata"]["listName"] for t in spec["triggers"]}
+    assert LANE_PRIORITY in PRIORITY_STEPS  # a step of its own, so the list is named after it
+    lane = f"{Queue.EXTRACT.value}{Channel.sep}{LANE_PRIORITY}"
+    assert lists == {Queue.EXTRACT.value, lane}
+    assert all(t["type"] == "redis" for t in spec["triggers"])
+    assert all(int(t["metadata"]["listLength"]) >= 1 for t in spec["triggers"])
+    assert len({json.dumps(t["metadata"], sort_keys=True) for t in spec["triggers"]}) == 2
+    meta = spec["triggers"][0]["metadata"]
+    for trigger in spec["triggers"]:
+        same = {k: v for k, v in trigger["metadata"].items() if k not in {"listName"}}
+        assert same == {k: v for k, v in meta.items() if k not in {"listName"}}
     assert 0 <= spec["minReplicaCount"] <= spec["maxReplicaCount"]
 
     (target,) = [

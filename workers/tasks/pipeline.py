@@ -1,25 +1,48 @@
-"""Ingest → extract (fan-out, parked per chunk) → memory (commit in session order) → profile."""
+"""Ingest → extract (fan-out, parked per chunk) → memory (commit in session order) → profile.
+
+With a broker, accepting, extracting and draining wait in per-tenant fair lanes and run from
+`*.next` tasks, each taking a step of the tenant with the fewest running (workers.tasks.fair);
+without a broker, or with `fair.enabled` off, each step is sent straight to its queue.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from celery import Task, group
 
 from common.memory import stages
-from common.models.jobs import AcceptPayload, ExtractPayload, ProfilePayload, SpacePayload
+from common.models.jobs import (
+    AcceptPayload,
+    ExtractPayload,
+    ProfilePayload,
+    SpacePayload,
+    TaskPayload,
+)
 from common.queues import Queue, TaskName
 from workers import runtime
 from workers.celery_app import app, observe_wait
+from workers.tasks import fair
 from workers.tasks.policy import job_fails_on_permanent_error, send, send_drain, task
 
 
 @task(TaskName.ACCEPT)
 def accept(self: Task, payload: dict[str, Any]) -> None:
-    """Store the raw session and fan its chunks out to extract; re-running re-sends the same
-    chunks (extraction writes nothing) or finds the session further along."""
+    """Store the raw session and fan its chunks out to extract (with fair lanes: queue that
+    step in the tenant's memory lane); re-running re-sends the same chunks (extraction writes
+    nothing) or finds the session further along."""
     p = AcceptPayload.model_validate(payload)
+    lanes = fair.lanes()
+    if lanes is None:
+        _accept(p)
+    else:
+        step = fair.Step(f"accept:{p.job_id}", TaskName.ACCEPT, p)
+        fair.offer(lanes, Queue.MEMORY, p.tenant, [step])
+
+
+def _accept(p: AcceptPayload) -> None:
     observe_wait(Queue.INGEST, p.enqueued_at)
     ctx, coord = runtime.context(), runtime.coordination()
     with job_fails_on_permanent_error(p) as outcome:
@@ -27,14 +50,17 @@ def accept(self: Task, payload: dict[str, Any]) -> None:
     if outcome.failed:
         return
     if not chunks:
-        send_drain(p.tenant, p.space)
+        _request_drain(p.tenant, p.space)
         return
     now = time.time()
+    chunks = [c.model_copy(update={"enqueued_at": now}) for c in chunks]
+    lanes = fair.lanes()
+    if lanes is not None:
+        steps = [fair.Step(f"{c.job_id}:{c.chunk}/{c.chunks}", TaskName.EXTRACT, c) for c in chunks]
+        fair.offer(lanes, Queue.EXTRACT, p.tenant, steps)
+        return
     group(
-        app.signature(
-            TaskName.EXTRACT.value,
-            kwargs={"payload": c.model_copy(update={"enqueued_at": now}).model_dump(mode="json")},
-        )
+        app.signature(TaskName.EXTRACT.value, kwargs={"payload": c.model_dump(mode="json")})
         for c in chunks
     ).apply_async()
 
@@ -44,7 +70,10 @@ def extract(self: Task, payload: dict[str, Any]) -> None:
     """Draft the facts of one chunk of turns (Fact Executor, metadata, embeddings) and park
     them; the chunk that completes the session asks for a drain. Writes no memory, so a
     redelivered chunk only parks the same drafts again."""
-    p = ExtractPayload.model_validate(payload)
+    _extract(ExtractPayload.model_validate(payload))
+
+
+def _extract(p: ExtractPayload) -> None:
     observe_wait(Queue.EXTRACT, p.enqueued_at)
     coord = runtime.coordination()
     job = coord.jobs.get_job(p.tenant, p.job_id)
@@ -53,14 +82,17 @@ def extract(self: Task, payload: dict[str, Any]) -> None:
     with job_fails_on_permanent_error(p) as outcome:
         complete = stages.extract_stage(runtime.context(), coord.chunks, p)
     if not outcome.failed and complete:
-        send_drain(p.tenant, p.space)
+        _request_drain(p.tenant, p.space)
 
 
 @task(TaskName.DRAIN)
 def drain(self: Task, payload: dict[str, Any]) -> None:
     """Commit the space's next session if it is ready; a stage interrupted mid-write is
     finished from its recorded plan, so re-running is safe."""
-    p = SpacePayload.model_validate(payload)
+    _drain(SpacePayload.model_validate(payload))
+
+
+def _drain(p: SpacePayload) -> None:
     observe_wait(Queue.MEMORY, p.enqueued_at)
     step = stages.drain_stage(runtime.context(), runtime.coordination(), p.tenant, p.space)
     if step is stages.Next.PROFILE:
@@ -70,9 +102,48 @@ def drain(self: Task, payload: dict[str, Any]) -> None:
             ProfilePayload(enqueued_at=0.0, tenant=p.tenant, space=p.space, session_id=head),
         )
     elif step is stages.Next.DRAIN:
-        send_drain(p.tenant, p.space)
-    elif step is stages.Next.BUSY:
+        _request_drain(p.tenant, p.space)
+    elif step is stages.Next.BUSY:  # the holder may have died: a delayed drain, not a lane step
         send_drain(p.tenant, p.space, countdown=runtime.settings().broker.busy_retry_s)
+
+
+def _request_drain(tenant: str, space: str) -> None:
+    """A drain of the space: in its tenant's memory lane (one waiting per space), or sent."""
+    lanes = fair.lanes()
+    if lanes is None:
+        send_drain(tenant, space)
+        return
+    request = SpacePayload(enqueued_at=time.time(), tenant=tenant, space=space)
+    fair.offer(lanes, Queue.MEMORY, tenant, [fair.Step(f"drain:{space}", TaskName.DRAIN, request)])
+
+
+_STEPS: dict[TaskName, Callable[[dict[str, Any]], None]] = {
+    TaskName.ACCEPT: lambda body: _accept(AcceptPayload.model_validate(body)),
+    TaskName.EXTRACT: lambda body: _extract(ExtractPayload.model_validate(body)),
+    TaskName.DRAIN: lambda body: _drain(SpacePayload.model_validate(body)),
+}
+
+
+@task(TaskName.EXTRACT_NEXT)
+def extract_next(self: Task, payload: dict[str, Any]) -> None:
+    """Extract the next tenant's waiting chunk; a redelivered task takes the same chunk again,
+    and parking it twice counts once."""
+    _next(self, Queue.EXTRACT, payload)
+
+
+@task(TaskName.MEMORY_NEXT)
+def memory_next(self: Task, payload: dict[str, Any]) -> None:
+    """Accept the next tenant's waiting session or drain its waiting space; a redelivered task
+    takes the same step again, and both steps are idempotent."""
+    _next(self, Queue.MEMORY, payload)
+
+
+def _next(task: Task, lane: Queue, payload: dict[str, Any]) -> None:
+    TaskPayload.model_validate(payload)
+    with fair.turn(task, lane) as step:
+        if step is not None:
+            name, body = step
+            _STEPS[name](body)
 
 
 @task(TaskName.PROFILE)
@@ -88,6 +159,6 @@ def profile(self: Task, payload: dict[str, Any]) -> None:
     if step is stages.Next.BUSY and p.session_id is None:
         raise self.retry(countdown=busy_wait, max_retries=30)  # on demand: try again
     if step is stages.Next.DRAIN:
-        send_drain(p.tenant, p.space)
+        _request_drain(p.tenant, p.space)
     elif step is stages.Next.BUSY:
         send_drain(p.tenant, p.space, countdown=busy_wait)
