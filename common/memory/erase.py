@@ -24,6 +24,7 @@ from common.memory.context import MemoryContext
 from common.memory.profiles import cited_facts, profile_without, run_profile_batch
 from common.memory.verify import view
 from common.models.memory import Event, Fact, FactRevision, FactTime, Profile
+from common.models.plan import Plan
 from common.store import records
 from common.store.qdrant import Kind
 from common.store.space_index import SpaceIndex
@@ -130,7 +131,11 @@ def _erase_facts(
     # was, so it recomputes the same rewrite.
     ctx.store.delete(Kind.EVENTS, index.tenant, index.space, sorted(events_gone))
     ctx.store.delete(Kind.PROFILES, index.tenant, index.space, sorted(profiles_gone))
-    apply_plan(ctx.store, changes.plan())
+    # Rewritten events and profiles before the facts, for the same reason: until the facts
+    # are written, a rerun still sees the erased wording and rebuilds what came from it.
+    plan = changes.plan()
+    apply_plan(ctx.store, Plan(points=[p for p in plan.points if p.kind != Kind.FACTS.value]))
+    apply_plan(ctx.store, Plan(points=[p for p in plan.points if p.kind == Kind.FACTS.value]))
     facts_gone = [f for f in fact_ids if f in index.facts]
     ctx.store.delete(Kind.FACTS, index.tenant, index.space, facts_gone)
     for fid in facts_gone:

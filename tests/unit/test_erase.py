@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import date, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -304,3 +305,25 @@ def test_an_erasure_interrupted_before_its_rewrites_finishes_when_run_again(
     assert "Boston" not in json.dumps(
         [f.model_dump(mode="json") for f in ctx.index("t", "s").facts.items()]
     )
+
+
+@pytest.mark.parametrize("crash_on", [Kind.FACTS, Kind.EVENTS, Kind.PROFILES])
+def test_an_erasure_that_crashed_mid_write_finishes_on_rerun(
+    tmp_path: Path, crash_on: Kind
+) -> None:
+    """Whichever kind's write fails, running the erasure again leaves no erased wording."""
+    ctx, _ = _updated_by_a_later_session(tmp_path)
+    real = ctx.store.upsert
+    armed = [True]
+
+    def upsert(kind: Kind, points: Any) -> None:
+        if kind == crash_on and armed[0]:
+            armed[0] = False
+            raise ConnectionError("the store went away")
+        real(kind, points)
+
+    ctx.store.upsert = upsert  # type: ignore[method-assign]
+    with pytest.raises(ConnectionError):
+        erase_session(ctx, "t", "s", "s0", ErasureReport())
+    erase_session(ctx, "t", "s", "s0", ErasureReport())
+    assert "Boston" not in _everything(ctx)
