@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from common.errors import Conflict, NotFound
+from common.memory.commit import resume
 from common.memory.context import MemoryContext
 from common.memory.erase import ErasureReport, erase_facts, erase_session, erase_space
 from common.models import ids
@@ -73,6 +74,11 @@ def administer(ctx: MemoryContext, coord: Coordination, p: AdminPayload) -> dict
     if p.op == "create_space":
         return _space(ctx, p.tenant, records.create_space(ctx.store, p.tenant, p.space).space)
     records.require_space(ctx.store, p.tenant, p.space)
+    # A stage interrupted after recording its plan is finished first: applied after the
+    # erasure, its plan would write back what the erasure removed.
+    for stored in records.list_sessions(ctx.store, p.tenant, p.space):
+        if stored.plan is not None:
+            resume(ctx, stored)
     report = ErasureReport()
     in_flight = coord.sequence.pending(p.tenant, p.space)
     if p.op == "erase_fact":

@@ -11,15 +11,20 @@ from typing import Any
 import pytest
 
 from common.llm.contracts import FactUpdate, VerifyDecision
-from common.memory import erase
+from common.memory import commit, erase
+from common.memory.admin import administer
+from common.memory.changes import apply_plan
 from common.memory.commit import commit_facts, profile_batch
 from common.memory.context import MemoryContext
 from common.memory.erase import ErasureReport, erase_facts, erase_session, erase_space
 from common.models import ids
+from common.models.jobs import AdminPayload
 from common.models.memory import Profile, ProfileVersion
+from common.models.plan import Plan
 from common.models.session import SessionRecord
 from common.retrieval.search import ask, ask_response
 from common.store import records
+from common.store.coordination import Coordination
 from common.store.qdrant import Kind, Point
 from tests.helpers import ScriptedBackend, draft, make_ctx, session_record, unit
 
@@ -326,4 +331,39 @@ def test_an_erasure_that_crashed_mid_write_finishes_on_rerun(
     with pytest.raises(ConnectionError):
         erase_session(ctx, "t", "s", "s0", ErasureReport())
     erase_session(ctx, "t", "s", "s0", ErasureReport())
+    assert "Boston" not in _everything(ctx)
+
+
+def test_an_interrupted_stage_is_finished_before_an_erasure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session whose commit stopped after recording its plan: the erasure finishes that
+    stage first, so the plan cannot write an erased fact back later."""
+    ctx = make_ctx(tmp_path)
+    record = session_record("s0", 0, datetime(2024, 3, 1), ["Ann"])
+    records.put_session(ctx.store, record)
+    drafts = [draft(record, "Ann lives in Boston.", unit(1, 0, 0, 0), ["lives"], ["Ann"])]
+
+    def crash(*_: Any) -> None:
+        raise ConnectionError("the store went away")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(commit, "apply_plan", crash)
+        with pytest.raises(ConnectionError):
+            commit_facts(ctx, record, drafts)
+    stored = records.get_session(ctx.store, "t", "s", "s0")
+    assert stored is not None and stored.plan is not None
+    # Half applied: the fact reached the store, its session record still holds the plan.
+    apply_plan(ctx.store, Plan(points=[p for p in stored.plan.points if p.kind == "facts"]))
+    ctx.indexes.drop("t", "s")
+    (fact,) = ctx.index("t", "s").facts.items()
+
+    coord = Coordination.sqlite(tmp_path / "coordination.sqlite")
+    payload = AdminPayload(enqueued_at=0.0, tenant="t", space="s", op="erase_fact", item_id=fact.id)
+    administer(ctx, coord, payload)
+    coord.close()
+    stored = records.get_session(ctx.store, "t", "s", "s0")
+    assert stored is not None and stored.plan is None
+    ctx.indexes.drop("t", "s")
+    assert fact.id not in ctx.index("t", "s").facts
     assert "Boston" not in _everything(ctx)
