@@ -2,7 +2,8 @@
 job alive, and a sweep in every worker sends open jobs that stopped making progress again.
 
 A job is taken for stalled when nothing marked it alive for `broker.job_stale_s`, its space
-is not locked (a live holder renews the lock) and every pipeline queue has moved past it:
+is not locked (a live holder renews the lock), its session is the head of its space's
+sequence (a later one only waits its turn) and every pipeline queue has moved past it:
 the oldest message waiting in each was queued after the job last progressed, so a message
 the job needs is in no queue (lost with a killed worker, or with a Redis restart). Sending a
 job again is always safe (accept is idempotent), so a wrong guess costs a little work, never
@@ -39,7 +40,9 @@ log = logging.getLogger(__name__)
 
 PIPELINE_QUEUES = tuple(q.value for q in Queue if q is not Queue.QUERY)
 # kombu's Redis transport keeps one list per priority step: "<queue>", "<queue>\x06\x163", ...
-_PRIORITY_LISTS = ("", "\x06\x163", "\x06\x166", "\x06\x169")
+# The fair lanes' tasks wait in the priority-9 lists; they are interchangeable and name no
+# job, so a backlog of them says nothing about whether a job's message is still queued.
+_PRIORITY_LISTS = ("", "\x06\x163", "\x06\x166")
 
 
 def start_heartbeat() -> None:
@@ -125,6 +128,7 @@ class Sweeper:
             job
             for job, progressed in stalled
             if (front is None or progressed + self._cfg.clock_skew_s < front)
+            and self._blocks_its_space(job)
             and not self._coord.locks.held(job.tenant, job.space)
         ]
         sent = self._client.resend(due, backoff_s=self._cfg.job_stale_s)
@@ -134,6 +138,14 @@ class Sweeper:
                 job.state,
             )  # fmt: skip
         return sent
+
+
+    def _blocks_its_space(self, job: Job) -> bool:
+        """A job worth sending again: its session is the head of its space's sequence, or in
+        no sequence at all (lost with a Redis restart). A later session only waits its turn;
+        once it is the head, a round finds it if it is stuck."""
+        waiting = self._coord.sequence.pending(job.tenant, job.space)
+        return not waiting or job.session_id == waiting[0] or job.session_id not in waiting
 
 
 _SWEEPER: Sweeper | None = None

@@ -271,3 +271,40 @@ def test_the_sweep_resends_only_jobs_no_queue_or_live_holder_accounts_for(
     assert sweeper.sweep() == []  # one round per interval across the workers
     sweeper.stop()
     coord.close()
+
+
+def test_the_sweep_leaves_sessions_that_wait_their_turn_and_ignores_lane_tasks(
+    tmp_path: Path, server: RedisServer
+) -> None:
+    """A later session of a space has no message anywhere while the head commits: only the
+    head is sent again. Interchangeable fair-lane tasks waiting behind a flood name no job and
+    do not hold recovery back."""
+    from workers.leases import Sweeper
+    from workers.tasks.fair import LANE_PRIORITY
+
+    settings = Settings(broker=BrokerSettings(url=server.url()))
+    app = Celery("sweeper")
+    app.conf.update(celery_config(settings))
+    coord = Coordination.redis(server.url(), 3600)
+    client = MemoryClient(app, coord.jobs, coord.sequence)
+    now = time.time()
+    jobs = client.submit("default", "demo", read_sessions(SAMPLE).sessions[:3])
+    r = server.client()
+    r.delete("ingest")  # the submissions' messages: gone, as after a crash
+    for job in jobs:
+        r.zadd(keys.JOB_PROGRESS, {f"default\x1f{job.job_id}": now - 100})
+    # A flood's lane task, queued long before any of these jobs last progressed.
+    app.send_task(
+        "atommem.extract.next",
+        kwargs={"payload": {"enqueued_at": now - 500}},
+        queue="extract",
+        priority=LANE_PRIORITY,
+    )
+    assert r.llen(f"extract\x06\x16{LANE_PRIORITY}") == 1
+
+    sweeper = Sweeper(settings, app, "test")
+    sent = sweeper.sweep()
+    head = coord.sequence.head("default", "demo")
+    assert [j.session_id for j in sent] == [head]
+    sweeper.stop()
+    coord.close()

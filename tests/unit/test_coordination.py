@@ -329,6 +329,10 @@ def test_each_resend_without_progress_doubles_the_wait(opener: Opener, tenant: s
     assert not stalled_after(19) and stalled_after(21)
     c.note_resent(tenant, "j1", 10)
     assert not stalled_after(39) and stalled_after(41)
+    # The resent accept puts the job back in the state it had: no progress, the wait stays.
+    c.update_job(tenant, "j1", state=c.get_job(tenant, "j1").state)  # type: ignore[union-attr]
+    c.note_resent(tenant, "j1", 10)
+    assert not stalled_after(79) and stalled_after(81)
     c.update_job(tenant, "j1", state="committing")  # real progress: back to 10 s
     c.note_resent(tenant, "j1", 10)
     assert not stalled_after(9) and stalled_after(11)

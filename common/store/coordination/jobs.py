@@ -122,11 +122,15 @@ class RedisJobs:
         job = self.get_job(tenant, job_id)
         if job is None:
             return None
+        moved = job.state != fields.get("state", job.state)
         job = _updated(job, fields)
         member = _member(tenant, job_id)
         pipe = self._r.pipeline()
         pipe.set(keys.job(tenant, job_id), job.model_dump_json(), ex=self._ttl)
-        pipe.hdel(keys.JOB_RESENDS, member)  # real progress: the sweep's backoff starts over
+        # A new state is real progress: the sweep's backoff starts over. A resent job entering
+        # the state it was already in is not.
+        if moved:
+            pipe.hdel(keys.JOB_RESENDS, member)
         if job.state in FINISHED:
             pipe.srem(keys.OPEN_JOBS, member)
             pipe.zrem(keys.JOB_PROGRESS, member)
