@@ -7,11 +7,13 @@ import json
 import re
 from typing import Any
 
+import anyio
 from fastapi.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 MAX_DEPTH = 32  # the deepest body a route takes is 4 levels
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def problem(body: bytes) -> str | None:
@@ -28,26 +30,44 @@ def problem(body: bytes) -> str | None:
         return f"the body is nested deeper than {MAX_DEPTH} levels"
     except json.JSONDecodeError as exc:
         return f"the body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-    return _odd_value(value)
+    if _too_deep(value):
+        return f"the body is nested deeper than {MAX_DEPTH} levels"
+    if _ESCAPED_SURROGATE.search(body):  # valid UTF-8 spells one only as a JSON escape
+        return _surrogate(value)
+    return None
 
 
-def _odd_value(value: Any) -> str | None:
-    """A string that is not Unicode text (JSON escapes can spell a lone surrogate, which no
-    encoder writes back), or nesting past MAX_DEPTH; walked without recursion."""
-    todo: list[tuple[Any, str, int]] = [(value, "body", 0)]
+def _too_deep(value: Any) -> bool:
+    """Whether containers nest past MAX_DEPTH; walks containers only, without recursion."""
+    if not isinstance(value, list | dict):
+        return False
+    todo: list[tuple[Any, int]] = [(value, 0)]
     while todo:
-        item, where, depth = todo.pop()
-        if depth > MAX_DEPTH:
-            return f"the body is nested deeper than {MAX_DEPTH} levels"
+        item, depth = todo.pop()
+        for child in item.values() if isinstance(item, dict) else item:
+            if isinstance(child, list | dict):
+                if depth + 1 > MAX_DEPTH:
+                    return True
+                if child:  # an empty one nests no further
+                    todo.append((child, depth + 1))
+    return False
+
+
+def _surrogate(value: Any) -> str | None:
+    """Where a string holds a lone surrogate (JSON escapes can spell one, which no encoder
+    writes back), or None."""
+    todo: list[tuple[Any, str]] = [(value, "body")]
+    while todo:
+        item, where = todo.pop()
         if isinstance(item, str) and _SURROGATE.search(item):
             return f"{where} holds a lone surrogate: text must be valid Unicode"
         if isinstance(item, list):
-            todo += [(v, f"{where}.{i}", depth + 1) for i, v in enumerate(item)]
+            todo += [(v, f"{where}.{i}") for i, v in enumerate(item)]
         elif isinstance(item, dict):
             for key, v in item.items():
                 if _SURROGATE.search(key):
                     return f"a key in {where} holds a lone surrogate: text must be valid Unicode"
-                todo.append((v, f"{where}.{key}", depth + 1))
+                todo.append((v, f"{where}.{key}"))
     return None
 
 
@@ -81,7 +101,8 @@ class BodyGate:
             if not message.get("more_body"):
                 break
         body = b"".join(chunks)
-        why = problem(body) if body else None
+        # Off the event loop: a large body takes a while to check, and /healthz must answer.
+        why = await anyio.to_thread.run_sync(problem, body) if body else None
         if why is not None:
             await self._refuse(send, 400, why)
             return

@@ -21,6 +21,7 @@ keeps as it is ('', '.', '..') is a ValueError before anything is sent.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -106,9 +107,10 @@ def result(response: httpx.Response) -> Any:
     if response.status_code < 400:
         return response.json() if response.content else None
     try:
-        detail = response.json().get("detail", response.text)
+        body = response.json()
     except ValueError:
-        detail = response.text
+        body = None
+    detail = body.get("detail", response.text) if isinstance(body, dict) else response.text
     text = detail if isinstance(detail, str) else str(detail)
     status = response.status_code
     if status == 404:
@@ -118,6 +120,8 @@ def result(response: httpx.Response) -> Any:
     try:
         retry_after = float(response.headers.get("Retry-After", "1"))
     except ValueError:  # an HTTP date, from a proxy
+        retry_after = 1.0
+    if not math.isfinite(retry_after) or retry_after < 0:
         retry_after = 1.0
     if status == 429:
         raise RateLimited(status, text, retry_after)

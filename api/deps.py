@@ -3,6 +3,7 @@ the key store, the settings."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated
@@ -112,7 +113,10 @@ def write_allowed(svc: ServicesDep, name: Annotated[str, Depends(tenant)]) -> It
         yield name
     except Exception as exc:
         if refused(exc):
-            svc.keys.refund_write(counter)
+            # A refund that fails (Redis blipped) costs the caller one write, never the
+            # answer to its request.
+            with contextlib.suppress(redis.RedisError):
+                svc.keys.refund_write(counter)
         raise
 
 
