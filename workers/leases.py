@@ -139,7 +139,6 @@ class Sweeper:
             )  # fmt: skip
         return sent
 
-
     def _blocks_its_space(self, job: Job) -> bool:
         """A job worth sending again: its session is the head of its space's sequence, or in
         no sequence at all (lost with a Redis restart). A later session only waits its turn;

@@ -50,8 +50,11 @@ def _run_stage(
     running: SessionStatus,
     finished: SessionStatus,
     build: Callable[[SpaceIndex, Changes, CommitStats], None],
+    guard: Callable[[], None] | None = None,
 ) -> CommitStats:
-    """Compute a stage's changes, record the plan, apply it, mark the stage finished."""
+    """Compute a stage's changes, record the plan, apply it, mark the stage finished.
+    `guard` runs just before the first write and raises if the stage may no longer write
+    (its space's lock lapsed while it computed)."""
     index = ctx.index(record.tenant, record.space)
     changes = Changes()
     stats = CommitStats()
@@ -65,6 +68,8 @@ def _run_stage(
         plan = changes.plan()
         # The stage's counts go with its plan: a run that resumes the plan reports them too.
         planned = record.model_copy(update={"status": running, "plan": plan, "stats": merged})
+        if guard is not None:
+            guard()
         records.put_session(ctx.store, planned)
         apply_plan(ctx.store, plan)
     except BaseException:
@@ -83,6 +88,7 @@ def commit_facts(
     record: SessionRecord,
     drafts: list[DraftFact],
     extraction: dict[str, int] | None = None,
+    guard: Callable[[], None] | None = None,
 ) -> CommitStats:
     """Verify each draft against the space, store it, and route it into events.
     `extraction` is what extracting the drafts cost (model calls and tokens), so the
@@ -106,16 +112,18 @@ def commit_facts(
             touched |= route_event(ctx, index, index.facts.get(fact.id), vector, changes, stats)
         refresh_events(ctx, index, touched, changes, stats)
 
-    return _run_stage(ctx, record, "committing", "committed", build)
+    return _run_stage(ctx, record, "committing", "committed", build, guard)
 
 
-def profile_batch(ctx: MemoryContext, record: SessionRecord) -> CommitStats:
+def profile_batch(
+    ctx: MemoryContext, record: SessionRecord, guard: Callable[[], None] | None = None
+) -> CommitStats:
     """The end-of-session profile batch over the space's pending candidates."""
 
     def build(index: SpaceIndex, changes: Changes, stats: CommitStats) -> None:
         run_profile_batch(ctx, index, changes, stats)
 
-    return _run_stage(ctx, record, "profiling", "done", build)
+    return _run_stage(ctx, record, "profiling", "done", build, guard)
 
 
 def resume(ctx: MemoryContext, record: SessionRecord) -> SessionRecord:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from enum import StrEnum
 
 from common.errors import AtomMemError
@@ -26,6 +27,7 @@ from common.models.session import SessionInput
 from common.store import records
 from common.store.coordination import ChunkParking, Coordination
 from common.store.coordination.liveness import HEARTBEAT
+from common.store.coordination.locks import LockLost
 
 WORKING = ("extracting", "committing", "profiling")
 
@@ -153,6 +155,17 @@ def parked_drafts(
     return drafts, cost.as_counts()
 
 
+def _still_holding(coord: Coordination, tenant: str, space: str, token: str) -> Callable[[], None]:
+    """The check a stage makes before it writes: its lock may have lapsed while it computed
+    (its process stalled, or Redis was away past the TTL) and another worker taken over."""
+
+    def guard() -> None:
+        if not coord.locks.holds(tenant, space, token):
+            raise LockLost(f"the lock of space {space!r} lapsed before the write")
+
+    return guard
+
+
 def drain_stage(ctx: MemoryContext, coord: Coordination, tenant: str, space: str) -> Next:
     """Commit the head session of the space if its drafts are ready."""
     token = uuid.uuid4().hex
@@ -184,7 +197,11 @@ def drain_stage(ctx: MemoryContext, coord: Coordination, tenant: str, space: str
         drafts, extraction = parked
         coord.jobs.update_job(tenant, job_id, state="committing")
         try:
-            commit_facts(ctx, record, drafts, extraction)
+            commit_facts(
+                ctx, record, drafts, extraction, _still_holding(coord, tenant, space, token)
+            )
+        except LockLost:
+            return Next.BUSY  # the lock's new holder commits it
         except AtomMemError as exc:
             fail_job(coord, tenant, space, head, job_id, str(exc))
             return Next.DRAIN
@@ -214,7 +231,9 @@ def profile_stage(
         record = resume(ctx, record)
         if record.status == "committed":
             try:
-                profile_batch(ctx, record)
+                profile_batch(ctx, record, _still_holding(coord, tenant, space, token))
+            except LockLost:
+                return Next.BUSY
             except AtomMemError as exc:  # e.g. the model failed for good: nothing applied
                 reason = f"profile batch: {exc}"
                 fail_job(coord, tenant, space, session_id, record.job_id or "", reason)

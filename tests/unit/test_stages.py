@@ -220,3 +220,41 @@ def test_a_long_extraction_keeps_its_job_marked_alive(
     finally:
         HEARTBEAT.configure(None)
     assert ("t", ["j1"]) in touched
+
+
+def test_a_commit_whose_lock_lapsed_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder stalled past its lock's TTL and another worker took the space: the stage
+    must not write its plan over the new holder's work."""
+    ctx = make_ctx(tmp_path)
+    records.put_session(ctx.store, REC.model_copy(update={"status": "accepted", "job_id": "j1"}))
+    coord = Coordination.sqlite(tmp_path / "c.sqlite")
+    now = time.time()
+    job = Job(
+        job_id="j1", tenant="t", space="s", session_id="s1", state="extracting",
+        created_at=now, updated_at=now,
+    )  # fmt: skip
+    coord.jobs.put_job(job, "{}")
+    coord.sequence.register("t", "s", "s1", 0)
+    _park(coord.chunks, 0, 1, ["Ann adopted a cat."])
+    real_verify = commit.place_fact
+
+    def stall_then_lose_the_lock(*args: object, **kwargs: object) -> object:
+        coord.locks.release("t", "s", coord_token(coord))  # the TTL ran out...
+        assert coord.locks.acquire("t", "s", "successor", 30_000)  # ...another took it
+        return real_verify(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(commit, "place_fact", stall_then_lose_the_lock)
+    assert drain_stage(ctx, coord, "t", "s") == Next.BUSY
+    stored = records.get_session(ctx.store, "t", "s", "s1")
+    assert stored is not None and stored.status == "accepted" and stored.plan is None
+    assert ctx.index("t", "s").facts.items() == []
+    assert coord.locks.holds("t", "s", "successor")  # its release left the successor alone
+    coord.close()
+
+
+def coord_token(coord: Coordination) -> str:
+    """The token holding the space's lock now (the drain's own, taken inside it)."""
+    token = coord.locks._j.one("SELECT token FROM locks WHERE tenant='t' AND space='s'")  # type: ignore[attr-defined]
+    return str(token)

@@ -41,6 +41,16 @@ class SpaceLocks(Protocol):
         """Whether anyone (alive, since the lock expires without renewal) holds the lock."""
         ...
 
+    def holds(self, tenant: str, space: str, token: str) -> bool:
+        """Whether `token` still holds the lock (it may have lapsed: the holder stalled, or
+        the backend was away past the TTL), checked before a holder writes."""
+        ...
+
+
+class LockLost(Exception):
+    """The space's lock lapsed while its holder worked: it must not write, the lock's new
+    holder (or a later drain) does the work."""
+
 
 Renew = Callable[[str, str, str, int], bool]
 Release = Callable[[str, str, str], None]
@@ -161,6 +171,9 @@ class RedisLocks:
     def held(self, tenant: str, space: str) -> bool:
         return bool(self._r.exists(keys.lock(tenant, space)))
 
+    def holds(self, tenant: str, space: str, token: str) -> bool:
+        return self._r.get(keys.lock(tenant, space)) == token
+
     def close(self) -> None:
         self.renewer.close()
 
@@ -208,6 +221,12 @@ class SqliteLocks:
 
     def held(self, tenant: str, space: str) -> bool:
         expires = self._j.one("SELECT expires FROM locks WHERE tenant=? AND space=?", tenant, space)
+        return expires is not None and float(expires) > time.time()
+
+    def holds(self, tenant: str, space: str, token: str) -> bool:
+        expires = self._j.one(
+            "SELECT expires FROM locks WHERE tenant=? AND space=? AND token=?", tenant, space, token
+        )
         return expires is not None and float(expires) > time.time()
 
     def clear_locks(self) -> None:
