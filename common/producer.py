@@ -41,10 +41,9 @@ _KINDS: dict[str, type[AtomMemError]] = {
 def _content(raw: str) -> str:
     """The content hash of a stored accept payload's session (its order aside)."""
     try:
-        session = AcceptPayload.model_validate_json(raw).session
+        return AcceptPayload.model_validate_json(raw).session.content_hash()
     except ValueError:  # unreadable: never taken for the same content
         return ""
-    return ids.content_hash(session.model_dump(mode="json", exclude={"seq"}))
 
 
 def _raise_for(result: dict[str, Any]) -> None:
@@ -103,7 +102,7 @@ class MemoryClient:
                     jobs.append(job)
                     continue
                 old, raw = existing
-                if _content(raw) != _content(payload.model_dump_json()):
+                if _content(raw) != session.content_hash():
                     raise SessionConflict(
                         f"session {session.session_id!r} of space {space!r} was already "
                         f"submitted with different content as job {old.job_id} (state "

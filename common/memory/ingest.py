@@ -5,13 +5,12 @@ from __future__ import annotations
 from common.errors import SessionConflict
 from common.memory.commit import resume
 from common.memory.context import MemoryContext
-from common.models import ids
 from common.models.session import SessionInput, SessionRecord
 from common.store import records
 
 
 def session_hash(session: SessionInput) -> str:
-    return ids.content_hash(session.model_dump(mode="json", exclude={"seq"}))
+    return session.content_hash()
 
 
 def accept(

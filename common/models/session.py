@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from common.models import ids
 from common.models.plan import Plan
 
 NAME_MAX = 128
@@ -87,6 +88,11 @@ class SessionInput(BaseModel):
         if not any(not_blank(t.text) or t.facts for t in self.turns):
             raise ValueError(f"session {self.session_id} has no text in any turn")
         return self
+
+    def content_hash(self) -> str:
+        """What the session says, hashed: the same id with another hash is other content
+        (its order in the space aside)."""
+        return ids.content_hash(self.model_dump(mode="json", exclude={"seq"}))
 
     @property
     def order(self) -> int:
