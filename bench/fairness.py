@@ -43,8 +43,8 @@ from common.models.session import SessionInput
 from common.producer import MemoryClient
 from common.settings import BrokerSettings, Settings, StoreSettings
 from common.store import records
+from common.store.backends import open_store
 from common.store.coordination import Coordination
-from common.store.qdrant import QdrantStore
 from workers.launch import ROOT, WorkerProcess
 
 QUEUES = "ingest,extract,memory,profile,query"
@@ -192,7 +192,7 @@ def run_mode(fair: bool, args: argparse.Namespace, url: str, work: Path) -> dict
     asks = questions(args.data / "conversations", conv)
     alone = [f"alone-{i}" for i in range(2 * args.alone)]  # before the flood and after it
     flooded = [f"flooded-{i}" for i in range(args.samples)]
-    store = QdrantStore(StoreSettings(qdrant_path=data / "qdrant"), 384)
+    store = open_store(StoreSettings(qdrant_path=data / "qdrant"), 384)
     for space in {s for s, _ in flood}:
         records.create_space(store, FLOOD, space)
     for space in [*alone, *flooded]:

@@ -31,8 +31,8 @@ from common.producer import MemoryClient
 from common.queues import Queue
 from common.settings import BrokerSettings, EmbeddingSettings, Settings, StoreSettings
 from common.store import keys, records
+from common.store.backends import open_store
 from common.store.coordination import Coordination
-from common.store.qdrant import QdrantStore
 from workers.launch import ROOT, WorkerProcess
 
 LAYOUTS = {
@@ -53,7 +53,7 @@ def embedding_only_rate(texts: list[str]) -> float:
 def run_layout(processes: int, files: list[Path], redis_url: str, work: Path) -> dict[str, Any]:
     data = work / f"layout-{processes}"
     spaces = {f.stem: read_sessions(f) for f in files}
-    store = QdrantStore(StoreSettings(qdrant_path=data / "qdrant"), 384)
+    store = open_store(StoreSettings(qdrant_path=data / "qdrant"), 384)
     for space in [*spaces, "warmup"]:
         records.create_space(store, "bench", space)
     store.close()

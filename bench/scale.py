@@ -22,7 +22,7 @@ from bench.metrics import percentiles
 from common.errors import InvalidInput
 from common.models.session import SessionInput, Turn
 from common.store import records
-from common.store.qdrant import Kind
+from common.store.base import Kind
 
 PEOPLE = ("Ava", "Noah")
 ACTIONS = (

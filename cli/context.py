@@ -11,7 +11,6 @@ import atexit
 from pathlib import Path
 
 from common.celery_config import celery_config
-from common.errors import AtomMemError
 from common.memory.context import MemoryContext
 from common.producer import MemoryClient
 from common.settings import Settings, get_settings
@@ -39,16 +38,7 @@ def setup(args: argparse.Namespace) -> str:
 
 def context() -> MemoryContext:
     """The store, opened by this process (embedded mode, or a Qdrant server)."""
-    settings = runtime.settings()
-    try:
-        return runtime.context()
-    except RuntimeError as exc:
-        if "already accessed by another instance" in str(exc):
-            raise AtomMemError(
-                f"the store at {settings.store.qdrant_path} is open in another process (a "
-                "worker?); Qdrant local mode allows one process: use a Qdrant server URL"
-            ) from None
-        raise
+    return runtime.context()
 
 
 def store_reachable() -> bool:

@@ -14,7 +14,7 @@ from common.llm.rules import RulesBackend
 from common.llm.transport import Transport
 from common.memory.context import MemoryContext
 from common.settings import EmbeddingSettings, LLMEndpoint, Settings, get_settings
-from common.store.qdrant import QdrantStore
+from common.store.backends import open_store
 
 _LOCK = threading.Lock()
 _EMBEDDERS: dict[tuple[str, str, int, int], Embedder] = {}
@@ -71,7 +71,7 @@ def build_context(settings: Settings | None = None) -> MemoryContext:
     settings = settings or get_settings()
     return MemoryContext(
         settings=settings,
-        store=QdrantStore(settings.store, settings.embedding.dimension),
+        store=open_store(settings.store, settings.embedding.dimension),
         embedder=LazyEmbedder(settings.embedding),
         backend=make_backend(settings),
     )

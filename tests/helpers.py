@@ -16,10 +16,11 @@ from common.models.memory import TimeRange
 from common.models.session import SessionInput, SessionRecord, Turn
 from common.settings import EmbeddingSettings, Settings, StoreSettings
 from common.store import records
-from common.store.qdrant import QdrantStore
+from common.store.backends import open_store
+from common.store.base import Store
 
 DIM = 4
-OPEN_STORES: list[QdrantStore] = []
+OPEN_STORES: list[Store] = []
 
 
 def unit(*values: float) -> np.ndarray:
@@ -73,7 +74,7 @@ def make_ctx(
     )
     ctx = MemoryContext(
         settings=settings,
-        store=QdrantStore(settings.store, DIM),
+        store=open_store(settings.store, DIM),
         embedder=encoder or TableEncoder(),
         backend=backend,
     )

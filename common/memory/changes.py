@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from common.models.memory import Event, Fact, Profile
 from common.models.plan import Plan, PlannedPoint
-from common.store.qdrant import Kind, Point, QdrantStore
+from common.store.base import Kind, Point, Store
 
 
 class CommitStats(BaseModel):
@@ -53,7 +53,7 @@ class CommitStats(BaseModel):
         return {**flat, **self.llm_usage}
 
 
-def apply_plan(store: QdrantStore, plan: Plan) -> None:
+def apply_plan(store: Store, plan: Plan) -> None:
     """Upsert every planned point, kind by kind."""
     for kind in (Kind.FACTS, Kind.EVENTS, Kind.PROFILES):
         points = [

@@ -9,8 +9,8 @@ import numpy as np
 
 from common.llm.base import LLMBackend
 from common.settings import Settings
+from common.store.base import Store
 from common.store.coordination.versions import VersionCounter
-from common.store.qdrant import QdrantStore
 from common.store.space_index import SpaceIndex, SpaceIndexCache
 
 
@@ -23,7 +23,7 @@ class TextEncoder(Protocol):
 @dataclass
 class MemoryContext:
     settings: Settings
-    store: QdrantStore
+    store: Store
     embedder: TextEncoder
     backend: LLMBackend
     indexes: SpaceIndexCache = field(default_factory=SpaceIndexCache)

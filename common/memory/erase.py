@@ -26,7 +26,7 @@ from common.memory.verify import view
 from common.models.memory import Event, Fact, FactRevision, FactTime, Profile
 from common.models.plan import Plan
 from common.store import records
-from common.store.qdrant import Kind
+from common.store.base import Kind
 from common.store.space_index import SpaceIndex
 
 

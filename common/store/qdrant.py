@@ -1,82 +1,50 @@
-"""Qdrant adapter: one collection per kind, every read and write filtered by tenant and space.
-
-Local mode (`path=`) is the embedded default; a server URL is the scale-out path with the
-same code. The client is not thread-safe in local mode, so every call holds one lock.
-"""
+"""The server store: a Qdrant server through qdrant-client, one collection per kind, every
+read and write filtered by tenant and space. The embedded default is `common.store.edge`."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 import numpy as np
 from qdrant_client import QdrantClient, models
 
 from common.settings import StoreSettings
+from common.store.base import (
+    DATETIME_FIELDS,
+    KEYWORD_FIELDS,
+    VECTOR_KINDS,
+    Kind,
+    Point,
+    check_scoped,
+)
 
 _LOCK = threading.RLock()
 
 
-class Kind(StrEnum):
-    FACTS = "facts"
-    EVENTS = "events"
-    PROFILES = "profiles"
-    SESSIONS = "sessions"
-    SPACES = "spaces"
-
-
-VECTOR_KINDS = (Kind.FACTS, Kind.EVENTS, Kind.PROFILES)
-
-# Payload fields indexed per kind (tenant index flagged as such for multitenancy).
-_INDEXES: dict[Kind, dict[str, models.PayloadSchemaType]] = {
-    Kind.FACTS: {
-        "participants": models.PayloadSchemaType.KEYWORD,
-        "keywords": models.PayloadSchemaType.KEYWORD,
-        "source.session_id": models.PayloadSchemaType.KEYWORD,
-        "time.session": models.PayloadSchemaType.DATETIME,
-    },
-    Kind.EVENTS: {
-        "participants": models.PayloadSchemaType.KEYWORD,
-        "keywords": models.PayloadSchemaType.KEYWORD,
-    },
-    Kind.PROFILES: {"person": models.PayloadSchemaType.KEYWORD},
-    Kind.SESSIONS: {"session.session_id": models.PayloadSchemaType.KEYWORD},
-    Kind.SPACES: {},
-}
-
-
-@dataclass(frozen=True)
-class Point:
-    id: str
-    payload: dict[str, Any]
-    vector: np.ndarray | None = None
-
-
 class QdrantStore:
-    """Collections for facts, events, profiles, raw sessions and spaces."""
+    """Collections for facts, events, profiles, raw sessions and spaces on a server."""
 
     def __init__(self, settings: StoreSettings, dimension: int) -> None:
+        if not settings.qdrant_url:
+            raise ValueError("QdrantStore needs a server URL (settings.store.qdrant_url)")
         self._settings = settings
         self._dimension = dimension
-        self.local = settings.qdrant_url is None
         self._opened: QdrantClient | None = None
 
     @property
+    def location(self) -> str:
+        return str(self._settings.qdrant_url)
+
+    @property
     def _client(self) -> QdrantClient:
-        """The client, opened on first use: a process that never touches the store (an
-        extract worker) never takes local mode's one-process lock."""
+        """The client, connected on first use."""
         with _LOCK:
             if self._opened is None:
                 cfg = self._settings
-                if cfg.qdrant_url:
-                    key = cfg.qdrant_api_key.get_secret_value() if cfg.qdrant_api_key else None
-                    self._opened = QdrantClient(url=cfg.qdrant_url, api_key=key)
-                else:
-                    cfg.qdrant_path.mkdir(parents=True, exist_ok=True)
-                    self._opened = QdrantClient(path=str(cfg.qdrant_path))
+                key = cfg.qdrant_api_key.get_secret_value() if cfg.qdrant_api_key else None
+                self._opened = QdrantClient(url=cfg.qdrant_url, api_key=key)
                 self._ensure_collections(self._opened)
             return self._opened
 
@@ -92,16 +60,16 @@ class QdrantStore:
             if kind in VECTOR_KINDS:
                 vectors = models.VectorParams(size=self._dimension, distance=models.Distance.COSINE)
             client.create_collection(name, vectors_config=vectors)
-            if self.local:
-                continue  # payload indexes have no effect in local mode
             client.create_payload_index(
                 name,
                 "tenant",
                 models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
             )
             client.create_payload_index(name, "space", models.PayloadSchemaType.KEYWORD)
-            for field, schema in _INDEXES[kind].items():
-                client.create_payload_index(name, field, schema)
+            for field in KEYWORD_FIELDS[kind]:
+                client.create_payload_index(name, field, models.PayloadSchemaType.KEYWORD)
+            for field in DATETIME_FIELDS.get(kind, ()):
+                client.create_payload_index(name, field, models.PayloadSchemaType.DATETIME)
 
     @staticmethod
     def _scope(tenant: str, space: str | None) -> models.Filter:
@@ -112,12 +80,19 @@ class QdrantStore:
             must.append(models.FieldCondition(key="space", match=models.MatchValue(value=space)))
         return models.Filter(must=must)
 
+    def write(self, points: Sequence[tuple[Kind, Point]]) -> None:
+        """Kind by kind (one collection each), in the order the kinds first appear."""
+        groups: dict[Kind, list[Point]] = {}
+        for kind, point in points:
+            groups.setdefault(kind, []).append(point)
+        for kind, group in groups.items():
+            self.upsert(kind, group)
+
     def upsert(self, kind: Kind, points: Sequence[Point]) -> None:
         """Write points; every payload must name its tenant and space."""
         structs = []
         for point in points:
-            if "tenant" not in point.payload or "space" not in point.payload:
-                raise ValueError(f"{kind} point {point.id} lacks tenant/space in its payload")
+            check_scoped(kind, point)
             vector: list[float] | dict[str, Any] = (
                 point.vector.astype(float).tolist() if point.vector is not None else {}
             )

@@ -7,22 +7,22 @@ from datetime import UTC, datetime
 from common.errors import SpaceExists, UnknownSpace
 from common.models import ids
 from common.models.session import SessionRecord, SpaceRecord
-from common.store.qdrant import Kind, Point, QdrantStore
+from common.store.base import Kind, Point, Store
 
 
-def get_space(store: QdrantStore, tenant: str, space: str) -> SpaceRecord | None:
+def get_space(store: Store, tenant: str, space: str) -> SpaceRecord | None:
     found = store.retrieve(Kind.SPACES, tenant, space, [ids.space_id(tenant, space)])
     return SpaceRecord.model_validate(found[0].payload) if found else None
 
 
-def require_space(store: QdrantStore, tenant: str, space: str) -> SpaceRecord:
+def require_space(store: Store, tenant: str, space: str) -> SpaceRecord:
     record = get_space(store, tenant, space)
     if record is None:
         raise UnknownSpace(tenant, space)
     return record
 
 
-def put_space(store: QdrantStore, record: SpaceRecord) -> None:
+def put_space(store: Store, record: SpaceRecord) -> None:
     store.upsert(
         Kind.SPACES,
         [
@@ -33,9 +33,7 @@ def put_space(store: QdrantStore, record: SpaceRecord) -> None:
     )
 
 
-def create_space(
-    store: QdrantStore, tenant: str, space: str, exist_ok: bool = False
-) -> SpaceRecord:
+def create_space(store: Store, tenant: str, space: str, exist_ok: bool = False) -> SpaceRecord:
     if not space.strip() or len(space) > 128 or "/" in space:
         raise ValueError(f"invalid space name {space!r}: 1-128 characters, no '/'")
     existing = get_space(store, tenant, space)
@@ -48,7 +46,7 @@ def create_space(
     return record
 
 
-def list_spaces(store: QdrantStore, tenant: str) -> list[SpaceRecord]:
+def list_spaces(store: Store, tenant: str) -> list[SpaceRecord]:
     records = [
         SpaceRecord.model_validate(p.payload) for p in store.scroll(Kind.SPACES, tenant, None)
     ]
@@ -63,30 +61,28 @@ SPACE_KINDS = {
 }
 
 
-def space_counts(store: QdrantStore, tenant: str, space: str) -> dict[str, int]:
+def space_counts(store: Store, tenant: str, space: str) -> dict[str, int]:
     """How many sessions, facts, events and profiles the space holds."""
     return {name: store.count(kind, tenant, space) for name, kind in SPACE_KINDS.items()}
 
 
-def get_session(
-    store: QdrantStore, tenant: str, space: str, session_id: str
-) -> SessionRecord | None:
+def get_session(store: Store, tenant: str, space: str, session_id: str) -> SessionRecord | None:
     point_id = ids.session_point_id(tenant, space, session_id)
     found = store.retrieve(Kind.SESSIONS, tenant, space, [point_id])
     return SessionRecord.model_validate(found[0].payload) if found else None
 
 
-def put_session(store: QdrantStore, record: SessionRecord) -> None:
+def put_session(store: Store, record: SessionRecord) -> None:
     point_id = ids.session_point_id(record.tenant, record.space, record.session.session_id)
     store.upsert(Kind.SESSIONS, [Point(id=point_id, payload=record.model_dump(mode="json"))])
 
 
-def list_sessions(store: QdrantStore, tenant: str, space: str) -> list[SessionRecord]:
+def list_sessions(store: Store, tenant: str, space: str) -> list[SessionRecord]:
     records = [
         SessionRecord.model_validate(p.payload) for p in store.scroll(Kind.SESSIONS, tenant, space)
     ]
     return sorted(records, key=lambda r: r.seq)
 
 
-def delete_session(store: QdrantStore, tenant: str, space: str, session_id: str) -> None:
+def delete_session(store: Store, tenant: str, space: str, session_id: str) -> None:
     store.delete(Kind.SESSIONS, tenant, space, [ids.session_point_id(tenant, space, session_id)])

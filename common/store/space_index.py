@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from common.models.memory import Event, Fact, Profile, TimeRange
 from common.settings import SimilaritySettings
 from common.similarity import hybrid_many
-from common.store.qdrant import Kind, QdrantStore
+from common.store.base import Kind, Store
 from common.text.keywords import match_keys
 
 R = TypeVar("R", bound=BaseModel)
@@ -296,7 +296,7 @@ class SpaceIndex:
         self.profiles.upsert(profile.id, profile, vector, profile.keywords)
 
     @classmethod
-    def load(cls, store: QdrantStore, tenant: str, space: str, dimension: int) -> SpaceIndex:
+    def load(cls, store: Store, tenant: str, space: str, dimension: int) -> SpaceIndex:
         """Read a space's facts, events and profiles (with vectors) from the store."""
         index = cls(tenant=tenant, space=space, dimension=dimension)
         for point in store.scroll(Kind.FACTS, tenant, space, with_vectors=True):

@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from common.settings import Settings, StoreSettings
-from common.store.qdrant import Kind, QdrantStore
+from common.store.backends import open_store
+from common.store.base import Kind
 from tests.e2e.conftest import WRITES_PER_MINUTE, Stack
 from workers.launch import ROOT
 
@@ -258,7 +259,7 @@ def test_erasure_leaves_nothing_behind(stack: Stack, acme: httpx.Client) -> None
     # Qdrant: stop the worker that owns the local store, then look in every collection.
     stack.worker.stop()
     settings = Settings(store=StoreSettings(qdrant_path=stack.data / "qdrant"))
-    store = QdrantStore(settings.store, settings.embedding.dimension)
+    store = open_store(settings.store, settings.embedding.dimension)
     try:
         for kind in Kind:
             assert store.count(kind, "acme", "alice") == 0, kind

@@ -7,11 +7,12 @@ from typing import Any
 
 from common.models.memory import Event, Fact, Profile
 from common.settings import StoreSettings
-from common.store.qdrant import Kind, QdrantStore
+from common.store.backends import open_store
+from common.store.base import Kind
 
 
 def dump(path: Path, tenant: str, spaces: list[str]) -> dict[str, Any]:
-    store = QdrantStore(StoreSettings(qdrant_path=path), 384)
+    store = open_store(StoreSettings(qdrant_path=path), 384)
     try:
         out: dict[str, Any] = {}
         for space in spaces:

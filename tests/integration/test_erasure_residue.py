@@ -22,9 +22,9 @@ from common.producer import MemoryClient
 from common.queues import TaskName
 from common.settings import BrokerSettings, Settings, StoreSettings
 from common.store import keys, records
+from common.store.backends import open_store
 from common.store.coordination import Coordination
 from common.store.persistence import rewrite_after_erasure
-from common.store.qdrant import QdrantStore
 from tests.integration.conftest import WorkerProcess, worker_env
 from tests.redis_server import RedisServer
 from workers.replies import GRACE_S
@@ -142,7 +142,7 @@ def test_an_erased_session_leaves_nothing_in_redis_its_files_or_the_log(
 ) -> None:
     url = server.url(0)
     data = tmp_path / "data"
-    store = QdrantStore(StoreSettings(qdrant_path=data / "qdrant"), 384)
+    store = open_store(StoreSettings(qdrant_path=data / "qdrant"), 384)
     records.create_space(store, "default", "s")
     store.close()
     app, client = _producer(url)

@@ -20,9 +20,9 @@ from common.models.session import SessionInput
 from common.producer import MemoryClient
 from common.settings import BrokerSettings, Settings, StoreSettings
 from common.store import keys, records
+from common.store.backends import open_store
 from common.store.coordination import Coordination
 from common.store.coordination.fair import RedisFair
-from common.store.qdrant import QdrantStore
 from tests.integration.conftest import WorkerProcess, _unavailable, worker_env
 from tests.integration.memory_dump import dump
 from tests.integration.test_workers import create_spaces, embedded_reference, shuffled_backlog
@@ -156,7 +156,7 @@ def test_a_small_tenant_is_not_held_behind_another_tenants_backlog(
         for s in read_sessions(facts / f"{name}.json").sessions[:8]
     ]
     small = next(s for s in read_sessions(facts / "conv-47.json").sessions if len(s.turns) == 10)
-    store = QdrantStore(StoreSettings(qdrant_path=tmp_path / "qdrant"), 384)
+    store = open_store(StoreSettings(qdrant_path=tmp_path / "qdrant"), 384)
     for space in ("conv-26", "conv-30"):
         records.create_space(store, "flood", space)
     records.create_space(store, "small", "mine")

@@ -28,8 +28,8 @@ from common.models.session import SessionInput, Turn
 from common.producer import MemoryClient
 from common.settings import BrokerSettings, Settings, StoreSettings
 from common.store import keys, records
+from common.store.backends import open_store
 from common.store.coordination import Coordination
-from common.store.qdrant import QdrantStore
 from tests.integration.conftest import ROOT, WorkerProcess, _unavailable
 from tests.redis_server import RedisServer
 
@@ -67,7 +67,7 @@ def producer(url: str) -> MemoryClient:
 
 
 def create_space(data: Path, space: str) -> None:
-    store = QdrantStore(StoreSettings(qdrant_path=data / "qdrant"), 384)
+    store = open_store(StoreSettings(qdrant_path=data / "qdrant"), 384)
     records.create_space(store, "default", space)
     store.close()
 

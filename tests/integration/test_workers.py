@@ -17,8 +17,8 @@ from common.models.session import SessionInput
 from common.producer import MemoryClient
 from common.settings import BrokerSettings, Settings, StoreSettings
 from common.store import records
+from common.store.backends import open_store
 from common.store.coordination import Coordination
-from common.store.qdrant import QdrantStore
 from tests.integration.conftest import ROOT, WorkerProcess, worker_env
 from tests.integration.memory_dump import dump
 
@@ -51,7 +51,7 @@ def embedded_reference(data: Path, files: list[Path]) -> None:
 
 
 def create_spaces(data: Path, spaces: list[str]) -> None:
-    store = QdrantStore(StoreSettings(qdrant_path=data / "qdrant"), 384)
+    store = open_store(StoreSettings(qdrant_path=data / "qdrant"), 384)
     for space in spaces:
         records.create_space(store, "default", space)
     store.close()

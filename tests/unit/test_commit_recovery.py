@@ -11,7 +11,7 @@ from common.memory import commit as commit_module
 from common.memory.commit import commit_facts, resume
 from common.models.plan import Plan
 from common.store import records
-from common.store.qdrant import Kind, QdrantStore
+from common.store.base import Kind, Store
 from tests.helpers import draft, make_ctx, session_record, unit
 
 TEXTS = [
@@ -28,7 +28,7 @@ def _drafts(rec):  # type: ignore[no-untyped-def]
     ]
 
 
-def _counts(store: QdrantStore) -> tuple[int, int]:
+def _counts(store: Store) -> tuple[int, int]:
     return store.count(Kind.FACTS, "t", "s"), store.count(Kind.EVENTS, "t", "s")
 
 
@@ -46,7 +46,7 @@ def test_crash_after_the_plan_is_recorded_loses_nothing(
     ctx.backend.links["Ann bought paint brushes."] = ["Ann paints landscapes."]  # type: ignore[attr-defined]
     real_apply = commit_module.apply_plan
 
-    def apply_half_then_die(store: QdrantStore, plan: Plan) -> None:
+    def apply_half_then_die(store: Store, plan: Plan) -> None:
         real_apply(store, Plan(points=plan.points[:1]))
         raise KeyboardInterrupt("killed mid-write")
 

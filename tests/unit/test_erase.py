@@ -24,8 +24,8 @@ from common.models.plan import Plan
 from common.models.session import SessionRecord
 from common.retrieval.search import ask, ask_response
 from common.store import records
+from common.store.base import Kind, Point
 from common.store.coordination import Coordination
-from common.store.qdrant import Kind, Point
 from tests.helpers import ScriptedBackend, draft, make_ctx, session_record, unit
 
 WHEN = datetime(2024, 3, 1, 12, 0)

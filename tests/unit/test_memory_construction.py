@@ -8,7 +8,7 @@ from pathlib import Path
 from common.llm.contracts import FactUpdate, VerifyDecision
 from common.memory.commit import commit_facts
 from common.models.memory import Event, Fact, TimeRange
-from common.store.qdrant import Kind
+from common.store.base import Kind
 from tests.helpers import ScriptedBackend, TableEncoder, draft, make_ctx, session_record, unit
 
 WHEN = datetime(2024, 3, 1, 12, 0)

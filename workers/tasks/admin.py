@@ -12,8 +12,8 @@ from common.errors import AtomMemError, failure
 from common.memory.admin import administer, read
 from common.models.jobs import AdminPayload, ReadPayload
 from common.queues import Queue, TaskName
+from common.store.base import Kind
 from common.store.persistence import rewrite_after_erasure
-from common.store.qdrant import Kind
 from workers import runtime
 from workers.celery_app import observe_wait
 from workers.replies import ReplyTask, forget_space

@@ -1,0 +1,105 @@
+"""What the memory pipeline asks of durable storage, whichever engine holds it.
+
+Two backends implement `Store`: Qdrant Edge in-process (`common.store.edge`, the embedded
+default) and a Qdrant server through qdrant-client (`common.store.qdrant`). Every read and
+write is scoped to one tenant (and usually one space); the backends pass one contract suite
+(`tests/unit/test_store_contract.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+import numpy as np
+
+from common.errors import AtomMemError
+
+
+class Kind(StrEnum):
+    FACTS = "facts"
+    EVENTS = "events"
+    PROFILES = "profiles"
+    SESSIONS = "sessions"
+    SPACES = "spaces"
+
+
+VECTOR_KINDS = (Kind.FACTS, Kind.EVENTS, Kind.PROFILES)
+
+# Payload fields that filters use, per kind, beyond tenant and space (indexed by both backends).
+KEYWORD_FIELDS: dict[Kind, tuple[str, ...]] = {
+    Kind.FACTS: ("participants", "keywords", "source.session_id"),
+    Kind.EVENTS: ("participants", "keywords"),
+    Kind.PROFILES: ("person",),
+    Kind.SESSIONS: ("session.session_id",),
+    Kind.SPACES: (),
+}
+DATETIME_FIELDS: dict[Kind, tuple[str, ...]] = {Kind.FACTS: ("time.session",)}
+
+
+@dataclass(frozen=True)
+class Point:
+    id: str
+    payload: dict[str, Any]
+    vector: np.ndarray | None = None
+
+
+def check_scoped(kind: Kind, point: Point) -> None:
+    if "tenant" not in point.payload or "space" not in point.payload:
+        raise ValueError(f"{kind} point {point.id} lacks tenant/space in its payload")
+
+
+class StoreError(AtomMemError):
+    """The store cannot be used as it is; the message says what to do."""
+
+
+class StoreBusy(StoreError):
+    """Another process owns the embedded store."""
+
+
+class StoreFormatError(StoreError):
+    """The store directory holds something this version cannot open."""
+
+
+class Store(Protocol):
+    """Durable facts, events, profiles, raw sessions and spaces."""
+
+    @property
+    def location(self) -> str:
+        """Where the data lives (a directory or a server URL), for messages."""
+        ...
+
+    def write(self, points: Sequence[tuple[Kind, Point]]) -> None:
+        """Upsert points of any kinds together: one engine operation where the backend has
+        a single log (Edge), else kind by kind in the order the kinds first appear."""
+        ...
+
+    def upsert(self, kind: Kind, points: Sequence[Point]) -> None:
+        """Write points; every payload must name its tenant and space."""
+        ...
+
+    def delete(self, kind: Kind, tenant: str, space: str, ids: Sequence[str]) -> None:
+        """Delete points by id, only within the tenant's space."""
+        ...
+
+    def delete_scope(self, kind: Kind, tenant: str, space: str) -> None:
+        """Delete every point of the tenant's space."""
+        ...
+
+    def scroll(
+        self, kind: Kind, tenant: str, space: str | None, with_vectors: bool = False
+    ) -> Iterator[Point]:
+        """Every point of a tenant (and space), page by page."""
+        ...
+
+    def retrieve(
+        self, kind: Kind, tenant: str, space: str, ids: Sequence[str], with_vectors: bool = False
+    ) -> list[Point]:
+        """Points by id, dropping any that belong to another tenant or space."""
+        ...
+
+    def count(self, kind: Kind, tenant: str, space: str | None) -> int: ...
+
+    def close(self) -> None: ...
