@@ -12,7 +12,7 @@ from common.memory.changes import Changes, CommitStats
 from common.memory.context import MemoryContext
 from common.memory.verify import view
 from common.models import ids
-from common.models.memory import Profile, ProfileVersion
+from common.models.memory import Fact, Profile, ProfileVersion
 from common.store.space_index import SpaceIndex
 
 
@@ -83,6 +83,56 @@ def _create(index: SpaceIndex, cand: ProfileCandidate, content: str) -> Profile:
     )
 
 
+class _ProfileVectors:
+    """The vectors of one batch's profile texts. A text the space already holds (a pending
+    fact's, a profile's) keeps its vector; new texts are embedded together: the candidates in
+    one call, the reworded profiles when a ranking reads them or when the batch ends."""
+
+    def __init__(
+        self, ctx: MemoryContext, index: SpaceIndex, changes: Changes, facts: list[Fact]
+    ) -> None:
+        self._ctx, self._index, self._changes = ctx, index, changes
+        self._known = {f.text: index.facts.vector(f.id).copy() for f in facts}
+        for profile in index.profiles.items():
+            self._known.setdefault(profile.content, index.profiles.vector(profile.id).copy())
+        self._waiting: dict[str, str] = {}  # profile id -> its text, not yet embedded
+        self._blank = np.zeros(index.profiles.matrix.shape[1], dtype=np.float32)
+
+    def of(self, texts: list[str]) -> list[np.ndarray]:
+        """The vectors of `texts`, embedding the new ones in one call."""
+        fresh = list(dict.fromkeys(t for t in texts if t not in self._known))
+        if fresh:
+            self._known.update(zip(fresh, self._ctx.embedder.encode(fresh), strict=True))
+        return [self._known[t] for t in texts]
+
+    def put(self, profile: Profile) -> None:
+        """Store `profile`; a new text leaves a blank row that `settle` fills before use."""
+        text, rows = profile.content, self._index.profiles
+        if self._waiting.get(profile.id, text) != text:
+            del self._waiting[profile.id]  # reworded before it was embedded
+        if profile.id in self._waiting:
+            vector = self._blank
+        elif profile.id in rows and rows.get(profile.id).content == text:
+            vector = rows.vector(profile.id).copy()  # unchanged text: its own vector
+        elif text in self._known:
+            vector = self._known[text]
+        else:
+            self._waiting[profile.id] = text
+            vector = self._blank
+        self._index.put_profile(profile, vector)
+        self._changes.profile(profile, vector)
+
+    def settle(self, mask: np.ndarray | None = None) -> None:
+        """Embed the waiting texts of the rows in `mask` (all when None), in one call."""
+        rows = self._index.profiles.rows
+        due = [p for p in self._waiting if mask is None or mask[rows[p]]]
+        for pid, vector in zip(due, self.of([self._waiting[p] for p in due]), strict=True):
+            del self._waiting[pid]
+            profile = self._index.profiles.get(pid)
+            self._index.put_profile(profile, vector)
+            self._changes.profile(profile, vector)
+
+
 def run_profile_batch(
     ctx: MemoryContext, index: SpaceIndex, changes: Changes, stats: CommitStats
 ) -> None:
@@ -96,9 +146,10 @@ def run_profile_batch(
         return
     stats.llm_calls += 1
     candidates = ctx.backend.profile_candidates([view(f) for f in pending])
-    vectors = ctx.embedder.encode([c.content for c in candidates])
-    for cand, vector in zip(candidates, vectors, strict=True):
+    vectors = _ProfileVectors(ctx, index, changes, pending)
+    for cand, vector in zip(candidates, vectors.of([c.content for c in candidates]), strict=True):
         mask = index.profiles.mask([cand.person])
+        vectors.settle(mask)  # the ranking reads these rows
         ranked = index.profiles.hybrid(
             vector, cand.keywords, ctx.settings.similarity, mask, k=cfg.profile_top_k
         )
@@ -127,7 +178,8 @@ def run_profile_batch(
                     )
                 )
             decision = ctx.backend.update_profile(cand, views)
-        _apply(ctx, index, cand, vector, decision, changes, stats)
+        _apply(index, cand, decision, vectors, stats)
+    vectors.settle()
     for fact in pending:
         cleared = fact.model_copy(update={"profile_pending": False})
         vec = index.facts.vector(fact.id).copy()
@@ -140,12 +192,10 @@ def _midnight(day: date) -> datetime:
 
 
 def _apply(
-    ctx: MemoryContext,
     index: SpaceIndex,
     cand: ProfileCandidate,
-    vector: np.ndarray,
     decision: ProfileDecision,
-    changes: Changes,
+    vectors: _ProfileVectors,
     stats: CommitStats,
 ) -> None:
     content = (decision.content or cand.content).strip() or cand.content
@@ -161,23 +211,18 @@ def _apply(
         profile = _add_evidence(target, cand.fact_id)
         if profile is target:
             return
-        new_vector = index.profiles.vector(profile.id).copy()
     elif decision.action == "update_current":
         assert target is not None
         profile = update_current(target, cand, content)
         stats.profile_changes += 1
-        new_vector = vector if content == cand.content else ctx.embedder.encode([content])[0]
     elif decision.action == "modify_history":
         assert target is not None
         profile = modify_history(target, cand, content)
         stats.profile_changes += 1
-        new_vector = index.profiles.vector(profile.id).copy()
     else:
         profile = _create(index, cand, content)
         stats.profile_changes += 1
-        new_vector = vector if content == cand.content else ctx.embedder.encode([content])[0]
-    index.put_profile(profile, new_vector)
-    changes.profile(profile, new_vector)
+    vectors.put(profile)
 
 
 def cited_facts(profile: Profile) -> set[str]:

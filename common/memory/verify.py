@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from common.llm import usage
-from common.llm.contracts import FactView
+from common.llm.contracts import FactUpdate, FactView
 from common.memory.changes import Changes, CommitStats
 from common.memory.context import MemoryContext
 from common.models.memory import Fact, FactRevision, FactTime
@@ -61,17 +61,43 @@ def place_fact(
     stats.llm_calls += 1
     decision = ctx.backend.verify(view(fact), [view(index.facts.get(r.id), r.score) for r in close])
     allowed = {r.id for r in close}
-    for update in decision.updates:
-        if update.fact_id not in allowed:
-            continue  # a verifier may only touch the candidates it was shown
-        _apply_update(ctx, index, update.fact_id, update.text, fact, vector, changes)
+    # a verifier may only touch the candidates it was shown
+    updates = [u for u in decision.updates if u.fact_id in allowed]
+    keep = decision.store or not close  # with nothing shown, nothing can already say it
+    residual = None
+    if keep and decision.residual and decision.residual.strip() and decision.residual != fact.text:
+        residual = decision.residual.strip()
+    known = _vectors(ctx, index, fact, vector, updates, residual)
+    for update in updates:
+        _apply_update(index, update.fact_id, update.text, fact, known[update.text], changes)
         stats.updates += 1
-    if not decision.store and close:  # with nothing shown, nothing can already say it
+    if not keep:
         return None
-    if decision.residual and decision.residual.strip() and decision.residual != fact.text:
-        fact = fact.model_copy(update={"text": decision.residual.strip()})
-        vector[:] = ctx.embedder.encode([fact.text])[0]
+    if residual is not None:
+        fact = fact.model_copy(update={"text": residual})
+        vector[:] = known[residual]
     return fact
+
+
+def _vectors(
+    ctx: MemoryContext,
+    index: SpaceIndex,
+    fact: Fact,
+    vector: np.ndarray,
+    updates: list[FactUpdate],
+    residual: str | None,
+) -> dict[str, np.ndarray]:
+    """A vector for every text the verdict writes: a text the new fact or an updated fact
+    already has keeps its vector; the others are embedded together, in one call."""
+    known = {fact.text: vector.copy()}
+    for update in updates:
+        old = index.facts.get(update.fact_id)
+        known.setdefault(old.text, index.facts.vector(old.id).copy())
+    wanted = [update.text for update in updates] + ([residual] if residual is not None else [])
+    fresh = list(dict.fromkeys(t for t in wanted if t not in known))
+    if fresh:
+        known.update(zip(fresh, ctx.embedder.encode(fresh), strict=True))
+    return known
 
 
 def _merge_duplicate(index: SpaceIndex, kept_id: str, dup: Fact, changes: Changes) -> None:
@@ -87,17 +113,17 @@ def _merge_duplicate(index: SpaceIndex, kept_id: str, dup: Fact, changes: Change
 
 
 def _apply_update(
-    ctx: MemoryContext,
     index: SpaceIndex,
     target_id: str,
     text: str,
     new: Fact,
-    new_vector: np.ndarray,
+    text_vector: np.ndarray,
     changes: Changes,
 ) -> None:
-    """Rewrite a stored fact with the verified content, keeping its previous state."""
+    """Rewrite a stored fact with the verified content (`text_vector` is the vector of
+    `text`), keeping its previous state."""
     old = index.facts.get(target_id)
-    vector = new_vector.copy() if text == new.text else ctx.embedder.encode([text])[0]
+    vector = text_vector.copy()
     keywords = new.keywords if text == new.text else old.keywords
     revision = FactRevision(
         text=old.text,
