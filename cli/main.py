@@ -27,6 +27,8 @@ from cli.local import (
     cmd_resume,
     cmd_search,
     cmd_space,
+    cmd_space_pull,
+    cmd_space_push,
     cmd_stats,
 )
 from common.errors import AtomMemError, InvalidInput
@@ -107,10 +109,7 @@ def _query_and_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentP
     p.add_argument("--space")
     p.set_defaults(func=cmd_stats)
 
-    p = sub.add_parser("space", help="create or list spaces")
-    p.add_argument("action", choices=["create", "list"])
-    p.add_argument("name", nargs="?")
-    p.set_defaults(func=cmd_space)
+    _space_commands(sub)
 
     p = sub.add_parser("job", help="show a job's state, or retry a failed one")
     p.add_argument("action", choices=["show", "retry"])
@@ -124,6 +123,33 @@ def _query_and_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentP
     target.add_argument("--session", help="a session id: its contribution to the space")
     target.add_argument("--everything", action="store_true", help="the space itself")
     p.set_defaults(func=cmd_delete)
+
+
+def _space_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """space create, list, push, pull."""
+    space = sub.add_parser(
+        "space", help="create or list spaces, or copy one to or from another store"
+    ).add_subparsers(dest="action", required=True)
+    p = space.add_parser("create", help="create a space")
+    p.add_argument("name")
+    p.set_defaults(func=cmd_space)
+    p = space.add_parser("list", help="list the tenant's spaces")
+    p.set_defaults(func=cmd_space, name=None)
+    where = "a Qdrant server (http:// or https:// URL) or a data directory"
+    for name, func, flag, dest, help_text in (
+        ("push", cmd_space_push, "--to", "to", "copy a space from this store to another"),
+        ("pull", cmd_space_pull, "--from", "source", "copy a space from another store here"),
+    ):
+        p = space.add_parser(name, help=help_text)
+        p.add_argument("space", metavar="SPACE")
+        p.add_argument(flag, dest=dest, required=True, metavar="URL_OR_DIR", help=where)
+        p.add_argument(
+            "--replace", action="store_true", help="delete the space at the target first"
+        )
+        p.add_argument(
+            "--api-key", help="the server's API key (default ATOMMEM_STORE__QDRANT_API_KEY)"
+        )
+        p.set_defaults(func=func)
 
 
 def _bench_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
