@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -17,14 +18,19 @@ from common.store.base import (
     VECTOR_KINDS,
     Kind,
     Point,
+    StoreError,
     check_scoped,
 )
+from common.store.snapshots import IndexSnapshots
 
 _LOCK = threading.RLock()
 
 
 class QdrantStore:
     """Collections for facts, events, profiles, raw sessions and spaces on a server."""
+
+    # Many processes share a server: each builds its indexes from it, none saves them.
+    snapshots: IndexSnapshots | None = None
 
     def __init__(self, settings: StoreSettings, dimension: int) -> None:
         if not settings.qdrant_url:
@@ -47,6 +53,18 @@ class QdrantStore:
                 self._opened = QdrantClient(url=cfg.qdrant_url, api_key=key)
                 self._ensure_collections(self._opened)
             return self._opened
+
+    @contextmanager
+    def _calls(self) -> Iterator[None]:
+        """A server call: its failures become one StoreError naming the server. The client
+        (HTTP) is safe to share between threads, so no lock is held."""
+        try:
+            yield
+        except (StoreError, ValueError):
+            raise
+        except Exception as exc:  # qdrant-client raises several unrelated types
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StoreError(f"the Qdrant server at {self.location} failed: {first}") from exc
 
     def name(self, kind: Kind) -> str:
         return f"{self._settings.collection_prefix}_{kind.value}"
@@ -98,7 +116,7 @@ class QdrantStore:
             )
             structs.append(models.PointStruct(id=point.id, vector=vector, payload=point.payload))
         step = self._settings.upsert_batch
-        with _LOCK:
+        with self._calls():
             for i in range(0, len(structs), step):
                 self._client.upsert(self.name(kind), points=structs[i : i + step], wait=True)
 
@@ -109,14 +127,14 @@ class QdrantStore:
         selector = models.Filter(
             must=[*self._scope(tenant, space).must, models.HasIdCondition(has_id=list(ids))]  # type: ignore[misc]
         )
-        with _LOCK:
+        with self._calls():
             self._client.delete(
                 self.name(kind), points_selector=models.FilterSelector(filter=selector)
             )
 
     def delete_scope(self, kind: Kind, tenant: str, space: str) -> None:
         """Delete every point of the tenant's space."""
-        with _LOCK:
+        with self._calls():
             self._client.delete(
                 self.name(kind),
                 points_selector=models.FilterSelector(filter=self._scope(tenant, space)),
@@ -128,7 +146,7 @@ class QdrantStore:
         """Every point of a tenant (and space), page by page."""
         offset: Any = None
         while True:
-            with _LOCK:
+            with self._calls():
                 records, offset = self._client.scroll(
                     self.name(kind),
                     scroll_filter=self._scope(tenant, space),
@@ -151,7 +169,7 @@ class QdrantStore:
         """Points by id, dropping any that belong to another tenant or space."""
         if not ids:
             return []
-        with _LOCK:
+        with self._calls():
             records = self._client.retrieve(
                 self.name(kind), ids=list(ids), with_payload=True, with_vectors=with_vectors
             )
@@ -167,7 +185,7 @@ class QdrantStore:
         return out
 
     def count(self, kind: Kind, tenant: str, space: str | None) -> int:
-        with _LOCK:
+        with self._calls():
             result = self._client.count(
                 self.name(kind), count_filter=self._scope(tenant, space), exact=True
             )
