@@ -13,8 +13,10 @@ from common.llm.openai_compat import OpenAITransport
 from common.llm.rules import RulesBackend
 from common.llm.transport import Transport
 from common.memory.context import MemoryContext
+from common.retrieval.graph import channels
 from common.settings import EmbeddingSettings, LLMEndpoint, Settings, get_settings
 from common.store.backends import open_store
+from common.store.space_index import SpaceIndex
 
 _LOCK = threading.Lock()
 _EMBEDDERS: dict[tuple[str, str, int, int], Embedder] = {}
@@ -69,9 +71,15 @@ def make_backend(settings: Settings) -> LLMBackend:
 def build_context(settings: Settings | None = None) -> MemoryContext:
     """A memory context with its own store, the process's embedder and the configured backend."""
     settings = settings or get_settings()
+    chosen = settings
+
+    def build_graph(index: SpaceIndex) -> None:
+        channels(index, chosen.graph)
+
     return MemoryContext(
         settings=settings,
         store=open_store(settings.store, settings.embedding.dimension),
         embedder=LazyEmbedder(settings.embedding),
         backend=make_backend(settings),
+        before_save=build_graph,
     )

@@ -24,14 +24,20 @@ class EmbeddingSettings(BaseModel):
 
 
 class StoreSettings(BaseModel):
-    """Where the durable memory lives: Qdrant local mode by default, a server by URL."""
+    """Where the durable memory lives: Qdrant Edge in this process by default (a directory
+    one process owns), a Qdrant server by URL."""
 
     qdrant_path: Path = Path(".atommem/qdrant")
     qdrant_url: str | None = None
     qdrant_api_key: SecretStr | None = None
     collection_prefix: str = "atommem"
-    scroll_page: int = 512
+    scroll_page: int = 1024
     upsert_batch: int = 256
+    # Embedded store: spaces with at least this many facts keep a saved copy of their index
+    # (common/store/snapshots.py), rewritten at most once per interval while they change and
+    # when the store closes, so that a fresh process opens them in seconds.
+    index_snapshot_min_facts: int = 2000
+    index_snapshot_interval_s: float = 60.0
 
 
 class SimilaritySettings(BaseModel):

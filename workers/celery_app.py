@@ -7,7 +7,13 @@ from typing import Any
 
 from celery import Celery
 from celery.app import trace
-from celery.signals import heartbeat_sent, worker_process_init, worker_ready
+from celery.signals import (
+    heartbeat_sent,
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+)
 
 from common.celery_config import celery_config
 from workers import heartbeat, runtime
@@ -24,6 +30,14 @@ def _configure(sender: Celery, **_: Any) -> None:
 
 @worker_process_init.connect
 def _fresh_clients(**_: Any) -> None:
+    runtime.reset()
+
+
+@worker_process_shutdown.connect
+@worker_shutdown.connect
+def _close_clients(**_: Any) -> None:
+    """A worker stopping in order saves what the next one should not rebuild (the indexes of
+    large embedded spaces) and closes the store."""
     runtime.reset()
 
 

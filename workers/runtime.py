@@ -52,7 +52,7 @@ def reset() -> None:
     global _context, _coord
     with _LOCK:
         if _context is not None:
-            _context.store.close()
+            _context.close()  # saves the changed indexes of large spaces, closes the store
         if _coord is not None:
             _coord.close()
         _context = None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -9,15 +12,31 @@ import numpy as np
 
 from common.llm.base import LLMBackend
 from common.settings import Settings
-from common.store.base import Store
+from common.store.base import Kind, Store
 from common.store.coordination.versions import VersionCounter
 from common.store.space_index import SpaceIndex, SpaceIndexCache
+
+log = logging.getLogger(__name__)
+
+INDEXED_KINDS = (Kind.FACTS, Kind.EVENTS, Kind.PROFILES)
 
 
 class TextEncoder(Protocol):
     dimension: int
 
     def encode(self, texts: list[str]) -> np.ndarray: ...
+
+
+def _stored_counts(store: Store, tenant: str, space: str) -> dict[str, int]:
+    return {kind.value: store.count(kind, tenant, space) for kind in INDEXED_KINDS}
+
+
+def _index_counts(index: SpaceIndex) -> dict[str, int]:
+    return {
+        Kind.FACTS.value: len(index.facts),
+        Kind.EVENTS.value: len(index.events),
+        Kind.PROFILES.value: len(index.profiles),
+    }
 
 
 @dataclass
@@ -28,16 +47,73 @@ class MemoryContext:
     backend: LLMBackend
     indexes: SpaceIndexCache = field(default_factory=SpaceIndexCache)
     versions: VersionCounter | None = None
+    # Runs on an index just before it is saved: the recall graph's channels are built then
+    # and saved with it, so the next process's first query does not build them (seconds on
+    # a 100k-fact space). Set by common.deps.build_context.
+    before_save: Callable[[SpaceIndex], None] | None = None
+    # When each large space's index was last saved, and those changed since (embedded store).
+    _saved_at: dict[tuple[str, str], float] = field(default_factory=dict, init=False, repr=False)
+    _unsaved: set[tuple[str, str]] = field(default_factory=set, init=False, repr=False)
 
     def index(self, tenant: str, space: str) -> SpaceIndex:
         """The space's index, reloaded from the store when another writer moved its version."""
         current = self.versions.version(tenant, space) if self.versions else None
         index = self.indexes.get(tenant, space)
         if index is None or (current is not None and index.version != current):
-            index = SpaceIndex.load(self.store, tenant, space, self.embedder.dimension)
+            index = self._open_index(tenant, space)
             index.version = current or 0
             self.indexes.put(index)
         return index
+
+    def _open_index(self, tenant: str, space: str) -> SpaceIndex:
+        """The saved index where the store keeps one that matches it, else read the store
+        (and save what was read when the space is large, for the next process)."""
+        snapshots = self.store.snapshots
+        dimension = self.embedder.dimension
+        if snapshots is None:
+            return SpaceIndex.load(self.store, tenant, space, dimension)
+        generation = snapshots.generation(tenant, space)
+        counts = _stored_counts(self.store, tenant, space)
+        saved = snapshots.load(tenant, space, counts)
+        if isinstance(saved, SpaceIndex) and saved.dimension == dimension:
+            self._saved_at[(tenant, space)] = time.monotonic()
+            return saved
+        index = SpaceIndex.load(self.store, tenant, space, dimension)
+        if len(index.facts) >= self.settings.store.index_snapshot_min_facts:
+            self._save(index, counts, generation)
+        return index
+
+    def _save(self, index: SpaceIndex, counts: dict[str, int], generation: int) -> None:
+        snapshots = self.store.snapshots
+        key = (index.tenant, index.space)
+        if snapshots is None or counts != _index_counts(index):
+            return  # never save an index that does not match the store
+        if self.before_save is not None:
+            self.before_save(index)
+        try:
+            snapshots.save(index.tenant, index.space, index, counts, generation)
+        except (OSError, RuntimeError) as exc:  # e.g. a full disk: the store itself is fine
+            log.warning("could not save the index of space %r: %s", index.space, exc)
+            return
+        self._saved_at[key] = time.monotonic()
+        self._unsaved.discard(key)
+
+    def _save_if_due(self, index: SpaceIndex, force: bool = False) -> None:
+        snapshots = self.store.snapshots
+        cfg = self.settings.store
+        if snapshots is None or len(index.facts) < cfg.index_snapshot_min_facts:
+            return
+        key = (index.tenant, index.space)
+        last = self._saved_at.get(key)
+        if (
+            not force
+            and last is not None
+            and time.monotonic() - last < cfg.index_snapshot_interval_s
+        ):
+            self._unsaved.add(key)
+            return
+        generation = snapshots.generation(index.tenant, index.space)
+        self._save(index, _stored_counts(self.store, index.tenant, index.space), generation)
 
     def committed(self, index: SpaceIndex) -> None:
         """A stage's writes are in the store: move the space's version past them."""
@@ -45,3 +121,14 @@ class MemoryContext:
             index.version += 1
         else:
             index.version = self.versions.bump_version(index.tenant, index.space)
+        self._save_if_due(index)
+
+    def close(self) -> None:
+        """Save the indexes of large spaces changed since their last save, close the store."""
+        try:
+            for tenant, space in sorted(self._unsaved):
+                index = self.indexes.get(tenant, space)
+                if index is not None:
+                    self._save_if_due(index, force=True)
+        finally:
+            self.store.close()

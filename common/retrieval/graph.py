@@ -218,6 +218,12 @@ class Channels:
         return capped
 
 
+def channels(index: SpaceIndex, cfg: GraphSettings) -> Channels:
+    """The index's query-independent graph structures, built once per index state and
+    settings (also called before an index is saved, so that they are saved with it)."""
+    return index.derived("graph-channels", cfg.model_dump_json(), lambda: Channels(index, cfg))
+
+
 class LocalGraph:
     """The local graph of one query over one space index."""
 
@@ -225,9 +231,7 @@ class LocalGraph:
         self.cfg = cfg
         self.query = match_keys(query_keywords)
         self._arrays = index.fact_arrays()
-        self._channels = index.derived(
-            "graph-channels", cfg.model_dump_json(), lambda: Channels(index, cfg)
-        )
+        self._channels = channels(index, cfg)
         ch = self._channels
         omega = ch.base_weight.copy()
         for kw in self.query:

@@ -11,11 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from common.errors import AtomMemError
+
+if TYPE_CHECKING:
+    from common.store.snapshots import IndexSnapshots
 
 
 class Kind(StrEnum):
@@ -65,6 +68,9 @@ class StoreFormatError(StoreError):
 
 class Store(Protocol):
     """Durable facts, events, profiles, raw sessions and spaces."""
+
+    # Saved space indexes, where one process owns the store (the embedded one); else None.
+    snapshots: IndexSnapshots | None
 
     @property
     def location(self) -> str:

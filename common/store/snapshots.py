@@ -1,0 +1,131 @@
+"""Saved space indexes, so that a fresh process opens a large embedded space in seconds.
+
+Building a space's index from the store means turning every fact, event and profile (payload
+and vector) into Python objects: about 8 s for 100k facts on 2 cores. The owning process of
+an embedded store therefore keeps a copy of each large index on disk (pickled, with the graph
+structures derived from it) and the next process loads that instead.
+
+A saved index is only ever used while it is known to match the store:
+- the store deletes a space's saved index *before* it writes any fact, event or profile of
+  that space (so a crash between the two leaves no stale copy behind);
+- the file names the code that wrote it (package version and a hash of the modules whose
+  classes it holds); a copy from other code is ignored;
+- on load, the record counts per kind must equal the store's.
+Anything else falls back to reading the store. Only the process that owns the store (it holds
+the directory's lock) reads or writes these files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import hashlib
+import os
+import pickle
+import threading
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from common.models import ids
+
+FORMAT = 1
+SUFFIX = ".index"
+
+
+def _code_stamp() -> str:
+    """The package version and the source of the modules a pickled index refers to."""
+    common = Path(__file__).resolve().parents[1]
+    sources = ("store/space_index.py", "models/memory.py", "retrieval/graph.py")
+    digest = hashlib.sha256(f"{FORMAT}".encode())
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        digest.update(metadata.version("atommem").encode())
+    for name in sources:
+        digest.update(name.encode())
+        digest.update((common / name).read_bytes())
+    return digest.hexdigest()
+
+
+class IndexSnapshots:
+    """The saved indexes of one embedded store, one file per space."""
+
+    def __init__(self, directory: Path) -> None:
+        self._dir = directory
+        self._stamp: str | None = None
+        self._lock = threading.Lock()
+        self._present: set[str] = set()
+        self._scanned = False
+        self._generations: dict[str, int] = {}  # space file → writes seen by this process
+
+    def _stamp_now(self) -> str:
+        if self._stamp is None:
+            self._stamp = _code_stamp()
+        return self._stamp
+
+    def path(self, tenant: str, space: str) -> Path:
+        return self._dir / f"{ids.space_id(tenant, space)}{SUFFIX}"
+
+    def _scan(self) -> None:
+        if not self._scanned:
+            if self._dir.is_dir():
+                self._present = {p.name for p in self._dir.iterdir() if p.suffix == SUFFIX}
+            self._scanned = True
+
+    def generation(self, tenant: str, space: str) -> int:
+        """Moves on every write to the space's memory: an index read from the store may be
+        saved only if no write came while it was read."""
+        with self._lock:
+            return self._generations.get(self.path(tenant, space).name, 0)
+
+    def invalidate(self, tenant: str, space: str) -> None:
+        """Forget the space's saved index (called before every write to its memory)."""
+        target = self.path(tenant, space)
+        with self._lock:
+            self._generations[target.name] = self._generations.get(target.name, 0) + 1
+            self._scan()
+            if target.name not in self._present:
+                return
+            target.unlink(missing_ok=True)
+            self._present.discard(target.name)
+
+    def load(self, tenant: str, space: str, counts: dict[str, int]) -> Any | None:
+        """The saved index of the space if it matches the store's `counts`, else None."""
+        target = self.path(tenant, space)
+        with self._lock:
+            self._scan()
+            if target.name not in self._present:
+                return None
+        enabled = gc.isenabled()
+        gc.disable()  # unpickling many small objects: collection passes would only slow it
+        try:
+            with open(target, "rb") as handle:
+                header = pickle.load(handle)
+                if header != {"stamp": self._stamp_now(), "counts": counts}:
+                    return None
+                return pickle.load(handle)
+        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
+            return None
+        finally:
+            if enabled:
+                gc.enable()
+
+    def save(
+        self, tenant: str, space: str, index: Any, counts: dict[str, int], generation: int
+    ) -> bool:
+        """Write the index next to the store (atomically: a crash leaves the old file or none)
+        unless the space was written since `generation` was read; True if written."""
+        target = self.path(tenant, space)
+        if self.generation(tenant, space) != generation:
+            return False
+        self._dir.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        with open(tmp, "wb") as handle:
+            pickle.dump({"stamp": self._stamp_now(), "counts": counts}, handle, protocol=5)
+            pickle.dump(index, handle, protocol=5)
+        with self._lock:
+            if self._generations.get(target.name, 0) != generation:
+                tmp.unlink(missing_ok=True)
+                return False
+            os.replace(tmp, target)
+            self._present.add(target.name)
+        return True

@@ -1,0 +1,149 @@
+"""Saved space indexes (common/store/snapshots.py): used only while they match the store."""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from common.memory.commit import commit_facts
+from common.memory.context import MemoryContext
+from common.retrieval.graph import channels
+from common.store.backends import open_store
+from common.store.base import Kind
+from common.store.snapshots import IndexSnapshots
+from common.store.space_index import SpaceIndex, SpaceIndexCache
+from tests.helpers import OPEN_STORES, TableEncoder, draft, make_ctx, session_record, unit
+
+WHEN = datetime(2024, 3, 1, 12, 0)
+
+
+def _small_snapshots(ctx: MemoryContext) -> MemoryContext:
+    store = ctx.settings.store.model_copy(
+        update={"index_snapshot_min_facts": 1, "index_snapshot_interval_s": 3600.0}
+    )
+    ctx.settings = ctx.settings.model_copy(update={"store": store})
+    ctx.before_save = lambda index: channels(index, ctx.settings.graph) and None
+    return ctx
+
+
+def _commit(ctx: MemoryContext, session: str, seq: int, texts: list[str]) -> None:
+    record = session_record(session, seq, WHEN, ["Ann"])
+    rng = np.random.default_rng(seq)
+    drafts = [
+        draft(record, text, unit(*rng.random(4)), [text.split()[1].lower()], ["Ann"], index=i)
+        for i, text in enumerate(texts)
+    ]
+    commit_facts(ctx, record, drafts)
+
+
+def _reopen(ctx: MemoryContext) -> MemoryContext:
+    """What a fresh process gets: the same store directory, no index in memory."""
+    ctx.close()
+    OPEN_STORES.remove(ctx.store)
+    fresh = replace(ctx, store=open_store(ctx.settings.store, 4), indexes=SpaceIndexCache())
+    OPEN_STORES.append(fresh.store)
+    return _small_snapshots(fresh)
+
+
+def _same(a: SpaceIndex, b: SpaceIndex) -> None:
+    """The same records and vectors (rows may come in another order)."""
+    for kind in ("facts", "events", "profiles"):
+        left, right = getattr(a, kind), getattr(b, kind)
+        assert sorted(r.id for r in left.items()) == sorted(r.id for r in right.items())
+        for record in left.items():
+            assert record == right.get(record.id)
+            assert np.array_equal(left.vector(record.id), right.vector(record.id))
+
+
+def test_a_fresh_process_uses_the_saved_index_and_it_equals_the_store(tmp_path: Path) -> None:
+    ctx = _small_snapshots(make_ctx(tmp_path, TableEncoder(), scripted=False))
+    _commit(ctx, "s1", 1, ["Ann paints landscapes.", "Ann likes tea."])
+    snapshots = ctx.store.snapshots
+    assert snapshots is not None
+    saved = snapshots.path("t", "s")
+    assert saved.exists()  # the first commit of a space past the size saves it
+    fresh = _reopen(ctx)
+    loaded = fresh.index("t", "s")
+    # the saved copy carries the recall graph's channels, built before it was written
+    assert any(name == "graph-channels" for name in loaded._derived)
+    _same(loaded, SpaceIndex.load(fresh.store, "t", "s", 4))
+
+
+def test_a_write_deletes_the_saved_index_before_it_changes_the_store(tmp_path: Path) -> None:
+    ctx = _small_snapshots(make_ctx(tmp_path, TableEncoder(), scripted=False))
+    _commit(ctx, "s1", 1, ["Ann paints landscapes."])
+    snapshots = ctx.store.snapshots
+    assert snapshots is not None
+    saved = snapshots.path("t", "s")
+    assert saved.exists()
+    seen: list[bool] = []
+    real_update = ctx.store._update  # type: ignore[attr-defined]
+
+    def update(operation: object) -> None:
+        seen.append(saved.exists())
+        real_update(operation)
+
+    ctx.store._update = update  # type: ignore[attr-defined]
+    _commit(ctx, "s2", 2, ["Ann rows boats."])
+    assert seen and not any(seen[1:])  # the points' write never found a saved copy
+    # the interval has not passed: nothing saved until the store closes
+    assert not saved.exists()
+    fresh = _reopen(ctx)
+    assert saved.exists()
+    assert len(fresh.index("t", "s").facts) == 2
+
+
+def test_a_saved_index_that_does_not_match_the_store_is_ignored(tmp_path: Path) -> None:
+    ctx = _small_snapshots(make_ctx(tmp_path, TableEncoder(), scripted=False))
+    _commit(ctx, "s1", 1, ["Ann paints landscapes.", "Ann likes tea."])
+    snapshots = ctx.store.snapshots
+    assert snapshots is not None
+    path = snapshots.path("t", "s")
+    with open(path, "rb") as handle:
+        header = pickle.load(handle)
+        index = pickle.load(handle)
+    # a copy claiming other counts (e.g. written before a crash lost the write) is not used
+    index.facts.remove(index.facts.ids[0])
+    with open(path, "wb") as handle:
+        pickle.dump({**header, "counts": {**header["counts"], "facts": 1}}, handle)
+        pickle.dump(index, handle)
+    fresh = _reopen(ctx)
+    assert len(fresh.index("t", "s").facts) == 2
+
+
+def test_a_saved_index_from_other_code_is_ignored(tmp_path: Path) -> None:
+    snapshots = IndexSnapshots(tmp_path)
+    index = SpaceIndex(tenant="t", space="s", dimension=4)
+    counts = {"facts": 0, "events": 0, "profiles": 0}
+    assert snapshots.save("t", "s", index, counts, snapshots.generation("t", "s"))
+    assert isinstance(snapshots.load("t", "s", counts), SpaceIndex)
+    other = IndexSnapshots(tmp_path)
+    other._stamp = "another release"
+    assert other.load("t", "s", counts) is None
+    path = snapshots.path("t", "s")
+    path.write_bytes(b"not a pickle")
+    assert IndexSnapshots(tmp_path).load("t", "s", counts) is None
+
+
+def test_an_index_read_while_the_space_was_written_is_not_saved(tmp_path: Path) -> None:
+    snapshots = IndexSnapshots(tmp_path)
+    index = SpaceIndex(tenant="t", space="s", dimension=4)
+    counts = {"facts": 0, "events": 0, "profiles": 0}
+    before = snapshots.generation("t", "s")
+    snapshots.invalidate("t", "s")  # a write came while the index was being read
+    assert not snapshots.save("t", "s", index, counts, before)
+    assert not snapshots.path("t", "s").exists()
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_small_spaces_keep_no_saved_index(tmp_path: Path, size: int) -> None:
+    ctx = make_ctx(tmp_path, TableEncoder(), scripted=False)  # default: 2,000 facts and up
+    _commit(ctx, "s1", 1, [f"Ann paints picture {i}." for i in range(size)])
+    assert ctx.store.count(Kind.FACTS, "t", "s") == size
+    assert ctx.store.snapshots is not None
+    assert not ctx.store.snapshots.path("t", "s").exists()
