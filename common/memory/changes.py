@@ -1,4 +1,4 @@
-"""A change set: every record a commit touched, written to the store in one plan."""
+"""A change set: every record a commit touched, recorded as a plan and written in one go."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from common.models.memory import Event, Fact, Profile
-from common.models.plan import Plan, PlannedPoint
+from common.models.plan import Plan, PlannedPoint, pack_vector, unpack_vector
 from common.store.base import Kind, Point, Store
 
 
@@ -53,20 +53,32 @@ class CommitStats(BaseModel):
         return {**flat, **self.llm_usage}
 
 
-def apply_plan(store: Store, plan: Plan) -> None:
-    """Upsert every planned point, kind by kind."""
-    for kind in (Kind.FACTS, Kind.EVENTS, Kind.PROFILES):
-        points = [
+def planned_points(plan: Plan) -> list[tuple[Kind, Point]]:
+    """The plan's points as the store takes them, in plan order."""
+    return [
+        (
+            Kind(p.kind),
             Point(
                 id=p.id,
                 payload=p.payload,
-                vector=np.asarray(p.vector, dtype=np.float32) if p.vector is not None else None,
-            )
-            for p in plan.points
-            if p.kind == kind.value
-        ]
-        if points:
-            store.upsert(kind, points)
+                vector=unpack_vector(p.vector) if p.vector is not None else None,
+            ),
+        )
+        for p in plan.points
+    ]
+
+
+def apply_plan(store: Store, plan: Plan, *also: tuple[Kind, Point]) -> None:
+    """Write every planned point, then `also` (a stage's finished session record), as one
+    store write: on Qdrant Edge one log entry, applied whole; on a server kind by kind in the
+    order the kinds first appear, so what comes last lands last. Points of a single kind go
+    through that kind's `upsert`, the same write."""
+    points = [*planned_points(plan), *also]
+    kinds = {kind for kind, _ in points}
+    if len(kinds) > 1:
+        store.write(points)
+    elif kinds:
+        store.upsert(kinds.pop(), [point for _, point in points])
 
 
 @dataclass
@@ -105,7 +117,7 @@ class Changes:
                         kind=kind.value,
                         id=record_id,
                         payload=record.model_dump(mode="json"),
-                        vector=vector.astype(float).tolist(),
+                        vector=pack_vector(vector),
                     )
                 )
         return Plan(points=points)

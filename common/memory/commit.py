@@ -1,15 +1,14 @@
 """Committing a session to a space: verification and events, then the profile batch.
 
-Each stage computes its changes in memory, records them as a plan on the session record,
-applies the plan, then marks the stage done; a stage interrupted after recording its plan
-is finished by re-applying that plan, so a crash never leaves half a session behind.
+Each stage computes its changes in memory and reaches the store in two writes: the session
+record with the stage's plan, then every planned point together with the session record
+marked done. A stage interrupted after the first write is finished by re-applying its plan
+(with the done record, again one write), so a crash never leaves half a session behind.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-
-import numpy as np
 
 from common.llm import usage
 from common.memory.changes import Changes, CommitStats, apply_plan
@@ -19,9 +18,10 @@ from common.memory.profiles import run_profile_batch
 from common.memory.verify import place_fact
 from common.models.drafts import DraftFact
 from common.models.memory import Fact, FactSource, FactTime
-from common.models.plan import Plan
+from common.models.plan import Plan, unpack_vector
 from common.models.session import SessionRecord, SessionStatus
 from common.store import records
+from common.store.base import Kind
 from common.store.space_index import SpaceIndex
 
 
@@ -52,9 +52,9 @@ def _run_stage(
     build: Callable[[SpaceIndex, Changes, CommitStats], None],
     guard: Callable[[], None] | None = None,
 ) -> CommitStats:
-    """Compute a stage's changes, record the plan, apply it, mark the stage finished.
-    `guard` runs just before the first write and raises if the stage may no longer write
-    (its space's lock lapsed while it computed)."""
+    """Compute a stage's changes, record the plan, then write it with the stage marked
+    finished. `guard` runs just before the first write and raises if the stage may no
+    longer write (its space's lock lapsed while it computed)."""
     index = ctx.index(record.tenant, record.space)
     changes = Changes()
     stats = CommitStats()
@@ -68,16 +68,15 @@ def _run_stage(
         plan = changes.plan()
         # The stage's counts go with its plan: a run that resumes the plan reports them too.
         planned = record.model_copy(update={"status": running, "plan": plan, "stats": merged})
+        done = record.model_copy(update={"status": finished, "plan": None, "stats": merged})
         if guard is not None:
             guard()
         records.put_session(ctx.store, planned)
-        apply_plan(ctx.store, plan)
+        apply_plan(ctx.store, plan, records.session_point(done))
     except BaseException:
         # The in-memory index may hold half a stage; reload it from the store next time.
         ctx.indexes.drop(record.tenant, record.space)
         raise
-    done = record.model_copy(update={"status": finished, "plan": None, "stats": merged})
-    records.put_session(ctx.store, done)
     record.status, record.plan, record.stats = finished, None, merged
     ctx.committed(index)
     return stats
@@ -102,7 +101,7 @@ def commit_facts(
         for draft in drafts:
             if draft.id in index.facts:
                 continue  # committed by an earlier run of this stage
-            vector = np.asarray(draft.vector, dtype=np.float32)
+            vector = unpack_vector(draft.vector)
             fact = place_fact(ctx, index, _to_fact(index, record, draft), vector, changes, stats)
             if fact is None:
                 continue
@@ -127,30 +126,30 @@ def profile_batch(
 
 
 def resume(ctx: MemoryContext, record: SessionRecord) -> SessionRecord:
-    """Finish a stage whose plan was recorded but perhaps not fully applied."""
+    """Finish a stage whose plan was recorded but perhaps not fully applied: the plan and
+    the session record marked done, in one write."""
     if record.plan is None:
         return record
-    apply_plan(ctx.store, record.plan)
+    finished: SessionStatus = "committed" if record.status == "committing" else "done"
+    done = record.model_copy(update={"status": finished, "plan": None})
+    apply_plan(ctx.store, record.plan, records.session_point(done))
     ctx.indexes.drop(record.tenant, record.space)
     if ctx.versions is not None:
         ctx.versions.bump_version(record.tenant, record.space)
-    finished: SessionStatus = "committed" if record.status == "committing" else "done"
-    done = record.model_copy(update={"status": finished, "plan": None})
-    records.put_session(ctx.store, done)
     return done
 
 
 def profile_flush(ctx: MemoryContext, tenant: str, space: str) -> CommitStats:
-    """An on-demand profile batch outside any session: profiles are written before the
-    pending flags are cleared, so an interruption can only repeat work, never lose it."""
+    """An on-demand profile batch outside any session, in one write. Profiles come first in
+    it: a backend that writes kind by kind stores them before the pending flags are cleared,
+    so an interruption can only repeat work, never lose it."""
     index = ctx.index(tenant, space)
     changes = Changes()
     stats = CommitStats()
     try:
         run_profile_batch(ctx, index, changes, stats)
-        plan = changes.plan()
-        apply_plan(ctx.store, Plan(points=[p for p in plan.points if p.kind == "profiles"]))
-        apply_plan(ctx.store, Plan(points=[p for p in plan.points if p.kind != "profiles"]))
+        points = sorted(changes.plan().points, key=lambda p: p.kind != Kind.PROFILES.value)
+        apply_plan(ctx.store, Plan(points=points))
     except BaseException:
         ctx.indexes.drop(tenant, space)
         raise

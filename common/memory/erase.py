@@ -134,8 +134,8 @@ def _erase_facts(
     # Rewritten events and profiles before the facts, for the same reason: until the facts
     # are written, a rerun still sees the erased wording and rebuilds what came from it.
     plan = changes.plan()
-    apply_plan(ctx.store, Plan(points=[p for p in plan.points if p.kind != Kind.FACTS.value]))
-    apply_plan(ctx.store, Plan(points=[p for p in plan.points if p.kind == Kind.FACTS.value]))
+    for kind in (Kind.EVENTS, Kind.PROFILES, Kind.FACTS):
+        apply_plan(ctx.store, Plan(points=[p for p in plan.points if p.kind == kind.value]))
     facts_gone = [f for f in fact_ids if f in index.facts]
     ctx.store.delete(Kind.FACTS, index.tenant, index.space, facts_gone)
     for fid in facts_gone:

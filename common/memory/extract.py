@@ -9,6 +9,7 @@ from common.llm.contracts import ExtractedFact, ExtractionWindow, FactMetadata, 
 from common.memory.context import MemoryContext
 from common.models import ids
 from common.models.drafts import DraftFact
+from common.models.plan import pack_vector
 from common.models.session import SessionInput
 from common.text.keywords import extract_keywords
 
@@ -110,7 +111,7 @@ def draft_session(
                 keywords=meta.keywords,
                 event_time=meta.event_time,
                 profile_worthy=meta.profile_worthy,
-                vector=vectors[i].astype(float).tolist(),
+                vector=pack_vector(vectors[i]),
             )
         )
         per_turn[key] += 1

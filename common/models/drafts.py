@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from common.models.memory import TimeRange
+from common.models.plan import PackedVector
 
 
 class DraftFact(BaseModel):
@@ -16,4 +17,4 @@ class DraftFact(BaseModel):
     keywords: list[str]
     event_time: TimeRange | None = None
     profile_worthy: bool = False
-    vector: list[float]
+    vector: PackedVector = Field(description="The text's embedding, packed (`unpack_vector`).")

@@ -72,9 +72,15 @@ def get_session(store: Store, tenant: str, space: str, session_id: str) -> Sessi
     return SessionRecord.model_validate(found[0].payload) if found else None
 
 
-def put_session(store: Store, record: SessionRecord) -> None:
+def session_point(record: SessionRecord) -> tuple[Kind, Point]:
+    """The session record as a store point, to write along with other points."""
     point_id = ids.session_point_id(record.tenant, record.space, record.session.session_id)
-    store.upsert(Kind.SESSIONS, [Point(id=point_id, payload=record.model_dump(mode="json"))])
+    return Kind.SESSIONS, Point(id=point_id, payload=record.model_dump(mode="json"))
+
+
+def put_session(store: Store, record: SessionRecord) -> None:
+    kind, point = session_point(record)
+    store.upsert(kind, [point])
 
 
 def list_sessions(store: Store, tenant: str, space: str) -> list[SessionRecord]:

@@ -1,10 +1,11 @@
 """Chunk parking: each extracted chunk's drafts wait here until the session's set is whole.
 
-Parking is idempotent (keyed by chunk number), so a redelivered chunk counts once. Drafts
-are text drawn from a session: they go when the session commits, fails or is erased, and in
-Redis they expire `PARKED_TTL_S` after the last chunk was parked in any case (an abandoned
-session's drafts must not live as long as its job record). A session still waiting for its
-commit after that is extracted again when its job is retried.
+A parked chunk is the JSON of its drafts, their vectors packed (base64 float32, see
+`common.models.plan`). Parking is idempotent (keyed by chunk number), so a redelivered chunk
+counts once. Drafts are text drawn from a session: they go when the session commits, fails
+or is erased, and in Redis they expire `PARKED_TTL_S` after the last chunk was parked in any
+case (an abandoned session's drafts must not live as long as its job record). A session still
+waiting for its commit after that is extracted again when its job is retried.
 """
 
 from __future__ import annotations
