@@ -12,9 +12,22 @@ Layout of the store directory:
   owner.lock           held (flock) by the owning process, which writes who it is into it
   shard/               the Edge shard (edge_config.json, segments/, wal/)
 
-One process owns the directory. Edge's calls are safe from several threads at once (a test
-runs reads, writes, scrolls and deletes from threads with no lock of ours), so the only lock
-here guards opening and closing.
+One process owns the directory. Edge's calls are safe from several threads at once:
+`tests/unit/test_store_edge.py` runs upserts, deletes, retrieves, scrolls and counts from eight
+threads on one store, with a flush after every update, and every point lands or goes exactly
+as the operations say, with no error (qdrant-edge-py 0.9.0). So the only lock here guards
+opening and closing.
+
+A directory this release cannot open is refused before anything in it is touched: the marker
+and foreign files are checked before the lock file is created, and a shard the engine rejects
+leaves the lock file as it was. (A corrupt write-ahead log is the exception: the engine has
+already loaded the segments, which folds in and removes their `tracker_journal.dat` files
+and updates times; no file that stays changes its contents.)
+
+The engine maps its files into memory, so a write that needs a new disk block on a full disk
+kills the process (SIGBUS) instead of raising. Each update therefore first checks that the
+store's filesystem has `MIN_FREE_BYTES` free and refuses with `StoreError` when not; the check
+cannot see space taken by others between it and the write.
 """
 
 from __future__ import annotations
@@ -38,6 +51,7 @@ import qdrant_edge as qe
 from common.store.base import (
     DATETIME_FIELDS,
     KEYWORD_FIELDS,
+    VECTOR_KINDS,
     Kind,
     Point,
     StoreBusy,
@@ -45,16 +59,20 @@ from common.store.base import (
     StoreFormatError,
     check_scoped,
 )
+from common.store.snapshots import IndexSnapshots
 
 FORMAT = 1
 ENGINE = "qdrant-edge"
 MARKER = "atommem-store.json"
 OWNER = "owner.lock"
 SHARD = "shard"
+SNAPSHOTS = "indexes"
 VECTOR = "dense"
 KIND_FIELD = "_kind"
 ID_FIELD = "_id"
 FLUSH_EVERY_S = 5.0
+# More than one update and a new 32 MiB log segment need (see the module docstring).
+MIN_FREE_BYTES = 64 * 2**20
 _KIND_NAMESPACES = {kind: uuid.uuid5(uuid.NAMESPACE_URL, f"atommem/{kind.value}") for kind in Kind}
 
 
@@ -89,7 +107,10 @@ class EdgeStore:
         self._lock = threading.Lock()
         self._opened: qe.EdgeShard | None = None
         self._owner: IO[str] | None = None
+        # the lock file's line and times before we took it, restored if opening fails
+        self._previous_owner: tuple[str, int, int] | None = None
         self._flushed = time.monotonic()
+        self.snapshots: IndexSnapshots | None = IndexSnapshots(self._path / SNAPSHOTS)
 
     @property
     def location(self) -> str:
@@ -112,19 +133,34 @@ class EdgeStore:
             self._path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create the store directory {self._path}: {exc}") from None
+        # checked before the lock file exists, so a refused directory is left untouched;
+        # checked again below once this process owns the directory
+        self._check_layout()
         self._take_ownership()
         try:
-            return self._load_or_create()
+            shard = self._load_or_create()
         except BaseException:
-            self._release_ownership()
+            self._release_ownership(restore=True)
             raise
+        self._previous_owner = None
+        return shard
+
+    def _check_layout(self) -> None:
+        marker = self._path / MARKER
+        if marker.exists():
+            self._check_marker(marker)
+        else:
+            self._refuse_foreign()
 
     def _take_ownership(self) -> None:
         path = self._path / OWNER
         try:
             handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held while open
         except OSError as exc:
-            raise StoreError(f"cannot open {path}: {exc}") from None
+            raise StoreError(
+                f"cannot open the store's lock file {path} ({exc.strerror}); the store needs a "
+                "writable directory: fix its permissions or choose another"
+            ) from None
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -138,15 +174,30 @@ class EdgeStore:
             ) from None
         who = f"pid {os.getpid()} on {socket.gethostname()}: {' '.join(sys.argv)[:200]}"
         handle.seek(0)
+        before = os.stat(handle.fileno())
+        self._previous_owner = (handle.read(), before.st_atime_ns, before.st_mtime_ns)
+        handle.seek(0)
         handle.truncate()
         handle.write(who)
         handle.flush()
         self._owner = handle
 
-    def _release_ownership(self) -> None:
-        if self._owner is not None:
-            self._owner.close()  # closing the file releases the flock
-            self._owner = None
+    def _release_ownership(self, restore: bool = False) -> None:
+        if self._owner is None:
+            return
+        if restore and self._previous_owner is not None:
+            text, atime, mtime = self._previous_owner
+            try:
+                self._owner.seek(0)
+                self._owner.truncate()
+                self._owner.write(text)
+                self._owner.flush()
+                os.utime(self._owner.fileno(), ns=(atime, mtime))
+            except OSError:
+                pass  # best effort: the open has failed already and says why
+        self._previous_owner = None
+        self._owner.close()  # closing the file releases the flock
+        self._owner = None
 
     def _load_or_create(self) -> qe.EdgeShard:
         marker = self._path / MARKER
@@ -176,7 +227,8 @@ class EdgeStore:
 
     def _refuse_foreign(self) -> None:
         """A directory with no marker must be empty (a new store) or hold only our lock."""
-        present = sorted(p.name for p in self._path.iterdir() if p.name not in (OWNER, SHARD))
+        ours = (OWNER, SHARD, SNAPSHOTS)
+        present = sorted(p.name for p in self._path.iterdir() if p.name not in ours)
         if not present:
             return
         if "meta.json" in present or "collection" in present:
@@ -245,6 +297,8 @@ class EdgeStore:
         structs = []
         for kind, point in points:
             check_scoped(kind, point)
+            if kind in VECTOR_KINDS:
+                self._invalidate(point.payload["tenant"], point.payload["space"])
             vector: dict[str, Any] = {}
             if point.vector is not None:
                 vector = {VECTOR: np.asarray(point.vector, dtype=np.float32)}
@@ -258,15 +312,31 @@ class EdgeStore:
     def delete(self, kind: Kind, tenant: str, space: str, ids: Sequence[str]) -> None:
         if not ids:
             return
+        if kind in VECTOR_KINDS:
+            self._invalidate(tenant, space)
         keys: set[Any] = {point_key(kind, i) for i in ids}
         selector = self._scope(kind, tenant, space, qe.HasIdCondition(keys))
         self._update(qe.UpdateOperation.delete_points_by_filter(selector))
 
     def delete_scope(self, kind: Kind, tenant: str, space: str) -> None:
+        if kind in VECTOR_KINDS:
+            self._invalidate(tenant, space)
         self._update(qe.UpdateOperation.delete_points_by_filter(self._scope(kind, tenant, space)))
+
+    def _invalidate(self, tenant: str, space: str) -> None:
+        """A saved index of the space goes before its memory changes (see snapshots.py)."""
+        if self.snapshots is not None:
+            self._shard  # noqa: B018 - only the owner (who opened the store) may touch them
+            self.snapshots.invalidate(tenant, space)
 
     def _update(self, operation: qe.UpdateOperation) -> None:
         shard = self._shard
+        free = self._free_bytes()
+        if free < MIN_FREE_BYTES:
+            raise StoreError(
+                f"writing to the store at {self._path} refused: {free // 2**20} MiB free on its "
+                f"disk, it needs {MIN_FREE_BYTES // 2**20} MiB; free some space and retry"
+            )
         try:
             shard.update(operation)
             if time.monotonic() - self._flushed > FLUSH_EVERY_S:
@@ -276,6 +346,13 @@ class EdgeStore:
         except Exception as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise StoreError(f"writing to the store at {self._path} failed: {first}") from None
+
+    def _free_bytes(self) -> int:
+        try:
+            stat = os.statvfs(self._path)
+        except OSError:
+            return MIN_FREE_BYTES  # cannot tell: let the engine report what is wrong
+        return stat.f_bavail * stat.f_frsize
 
     # -- reads ---------------------------------------------------------------------------
 
