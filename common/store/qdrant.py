@@ -50,7 +50,11 @@ class QdrantStore:
             if self._opened is None:
                 cfg = self._settings
                 key = cfg.qdrant_api_key.get_secret_value() if cfg.qdrant_api_key else None
-                self._opened = QdrantClient(url=cfg.qdrant_url, api_key=key)
+                # no version probe: it runs in a thread of its own and only warns; the
+                # deployment files pin the server within one minor version of the client
+                self._opened = QdrantClient(
+                    url=cfg.qdrant_url, api_key=key, check_compatibility=False
+                )
                 self._ensure_collections(self._opened)
             return self._opened
 
@@ -182,6 +186,8 @@ class QdrantStore:
             if with_vectors and record.vector is not None:
                 vector = np.asarray(record.vector, dtype=np.float32)
             out.append(Point(id=str(record.id), payload=payload, vector=vector))
+        order = {record_id: i for i, record_id in enumerate(ids)}  # as asked, like Edge
+        out.sort(key=lambda p: order.get(p.id, len(order)))
         return out
 
     def count(self, kind: Kind, tenant: str, space: str | None) -> int:
