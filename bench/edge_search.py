@@ -39,7 +39,8 @@ class _Row:
 
 def _vectors(rng: np.random.Generator, n: int) -> np.ndarray:
     matrix = rng.standard_normal((n, DIM)).astype(np.float32)
-    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+    unit: np.ndarray = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+    return unit
 
 
 def _build(root: Path, n: int, rng: np.random.Generator) -> tuple[qe.EdgeShard, KindIndex[Any]]:
@@ -60,7 +61,7 @@ def _build(root: Path, n: int, rng: np.random.Generator) -> tuple[qe.EdgeShard, 
             people = ["Ava"] if i % 2 else ["Noah"]
             payload = {"tenant": "t", "space": "s", "_kind": "facts", "keywords": keywords}
             points.append(qe.Point(str(uuid.uuid4()), {"dense": vectors[i]}, payload))
-            index.upsert(f"f{i}", _Row(people), vectors[i], keywords)  # type: ignore[arg-type]
+            index.upsert(f"f{i}", _Row(people), vectors[i], keywords)
         shard.update(qe.UpdateOperation.upsert_points(points))
     shard.flush()
     return shard, index
