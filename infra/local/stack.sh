@@ -55,7 +55,7 @@ start() {
     start_bg worker-memory "$CELERY" "${common[@]}" -Q ingest,memory,profile -c 2 -n memory@%h
     start_bg worker-query "$CELERY" "${common[@]}" -Q query -c 4 -n query@%h
   else
-    echo "no ATOMMEM_STORE__QDRANT_URL: Qdrant local mode lets one process open the store,"
+    echo "no ATOMMEM_STORE__QDRANT_URL: the embedded store (Qdrant Edge) lets one process open it,"
     echo "so one worker process consumes every queue (set a Qdrant server URL to scale out)"
     start_bg worker-all "$CELERY" "${common[@]}" -Q ingest,extract,memory,profile,query -c 2 -n all@%h
   fi
