@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from bench.ingest import ingest_jobs
+from bench.ingest import embedded_batches, embedding_only, ingest_jobs
 from bench.metrics import CATEGORIES, bleu1, f1, percentiles, recall_at_k
 from common.errors import InvalidInput
 from common.inputs.formats import SpaceInput, load_json, read_sessions
 from common.llm import usage
+from common.memory.context import MemoryContext
 from common.models.session import Turn
 from common.store import records
 
@@ -74,12 +75,15 @@ def load_conversations(conversations: Path, facts: Path | None) -> list[Conversa
 
 def ingest(
     client: Any,
-    store: Any,
+    ctx: MemoryContext,
     tenant: str,
     conversations: Sequence[Conversation],
     quiet: bool,
 ) -> dict[str, Any]:
-    """Submit every session of every conversation (one space each) and wait for the jobs."""
+    """Submit every session of every conversation (one space each) and wait for the jobs;
+    then, in the same process, time the embedding model alone over the facts the ingest
+    embedded (pre-extracted facts only) as the floor for its rate."""
+    store = ctx.store
     for conv in conversations:
         if records.get_space(store, tenant, conv.name) is not None:
             raise InvalidInput(
@@ -89,15 +93,15 @@ def ingest(
             )
     for conv in conversations:
         records.create_space(store, tenant, conv.name)
-    seconds, spent = ingest_jobs(
-        client,
-        tenant,
-        [(conv.name, s) for conv in conversations for s in conv.sessions.sessions],
-        "ingest",
-        quiet,
-    )
+    items = [(conv.name, s) for conv in conversations for s in conv.sessions.sessions]
+    seconds, spent = ingest_jobs(client, tenant, items, "ingest", quiet)
     out = counts(store, tenant, conversations, seconds)
     out["turns"] = spent.turns
+    out["facts_in"] = spent.facts_in
+    batches = embedded_batches(ctx, items)
+    if batches is not None and spent.facts_in:
+        floor = embedding_only(ctx.embedder.encode, batches)
+        out.update(floor.as_fields(spent.facts_in, seconds))
     out["llm"] = llm_summary(spent.llm_usage, spent.turns, "per_turn")
     return out
 

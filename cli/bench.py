@@ -10,13 +10,16 @@ import shlex
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 from bench import locomo, scale
 from bench.report import write_report
 from cli.context import context, producer, setup, store_reachable
 from common.errors import InvalidInput
 from common.memory.context import MemoryContext
+from common.producer import MemoryClient
 from common.settings import get_settings
 from workers import runtime
 
@@ -63,13 +66,20 @@ def cmd_bench_locomo(args: argparse.Namespace) -> int:
         if args.reuse:
             ingest_stats = locomo.counts(ctx.store, tenant, conversations, None)
         else:
-            ingest_stats = locomo.ingest(client, ctx.store, tenant, conversations, args.quiet)
+            ingest_stats = locomo.ingest(client, ctx, tenant, conversations, args.quiet)
             print(
                 f"ingest: {ingest_stats['facts']} facts, {ingest_stats['events']} events, "
                 f"{ingest_stats['profiles']} profiles in {ingest_stats['seconds']} s "
                 f"({ingest_stats['facts_per_s']} facts/s)",
                 file=sys.stderr,
             )
+            if "ratio_to_embedding_only" in ingest_stats:
+                print(
+                    f"ingest: {ingest_stats['facts_in_per_s']} facts in/s, "
+                    f"{ingest_stats['ratio_to_embedding_only']}x the embedding-only rate "
+                    f"({ingest_stats['embedding_only_facts_per_s']} facts/s)",
+                    file=sys.stderr,
+                )
         for conv in conversations[:1]:  # warm the query worker and the space index
             for _, qa in conv.questions[:5]:
                 client.search(tenant, conv.name, qa["question"])
@@ -113,27 +123,47 @@ def _cell(value: float | None) -> str:
 
 
 def cmd_bench_scale(args: argparse.Namespace) -> int:
-    """Synthetic spaces of growing size: ingest rate and query latency at each."""
+    """Synthetic spaces of growing size: ingest rate (against embedding alone), query latency,
+    and with the embedded store the cold open of each space in a fresh process."""
     sizes = sorted(set(args.sizes))
     if not sizes or sizes[0] < scale.FACTS_PER_TURN or args.queries < 1:
         raise InvalidInput("--sizes must be positive fact counts and --queries at least 1")
     tenant, ctx = _bench_setup(args)
     client = producer()
+    settings = runtime.settings()
+    embedded = settings.broker.url is None and settings.store.qdrant_url is None
     rows = []
     out = Path(args.out)
     for size in sizes:
-        row = scale.run_size(client, ctx.store, tenant, size, args.queries, args.seed, args.quiet)
+        row = scale.run_size(client, ctx, tenant, size, args.queries, args.seed, args.quiet)
+        if embedded:
+            row["cold_open"] = _cold_open(tenant, row, scale.synthetic_questions(1, args.seed)[0])
+            phases = row["phase_seconds"]
+            phases["close"] = row["cold_open"].pop("close_s")
+            phases["cold_open_process"] = row["cold_open"]["process_s"]
+            client, ctx = _reopened()
         rows.append(row)
         lat = row["latency_ms"]
         print(
-            f"{size:>8} facts: ingest {row['facts_per_s']:.1f} facts/s, query p50 "
+            f"{size:>8} facts: ingest {row['facts_per_s']:.1f} facts/s "
+            f"({row['ratio_to_embedding_only']:.2f}x embedding alone, "
+            f"{row['embedding_only_facts_per_s']:.1f} facts/s), query p50 "
             f"{lat['through_query_worker']['p50']:.1f} ms p95 "
             f"{lat['through_query_worker']['p95']:.1f} ms, graph p50 {lat['graph']['p50']:.1f} ms"
         )
+        if "cold_open" in row:
+            cold = row["cold_open"]
+            print(
+                f"{size:>8} facts: cold open {cold['cold_open_s']:.2f} s (store "
+                f"{cold['store_open_s']:.2f} s, index {cold['index_s']:.2f} s, saved index "
+                f"{'yes' if cold['saved_index'] else 'no'}), first query "
+                f"{cold['first_query_s']:.2f} s; process start-up {cold['startup_s']:.2f} s + "
+                f"imports {cold['import_s']:.2f} s + model {cold['model_load_s']:.2f} s"
+            )
         doc = {
             "benchmark": "scale",
             "command": "atommem " + shlex.join(sys.argv[1:]),
-            "broker": "embedded" if runtime.settings().broker.url is None else "redis",
+            "broker": "embedded" if settings.broker.url is None else "redis",
             "sizes": rows,
             "growth": scale.growth(rows),
         }
@@ -141,6 +171,45 @@ def cmd_bench_scale(args: argparse.Namespace) -> int:
         out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")  # after every size
     print(f"results: {out}", file=sys.stderr)
     return 0
+
+
+def _cold_open(tenant: str, row: dict[str, Any], question: str) -> dict[str, Any]:
+    """Close this process's store as a stopping worker does (the large spaces' indexes are
+    saved), then time a fresh process opening the space and answering its first query."""
+    _wait_idle()
+    began = time.perf_counter()
+    runtime.reset()
+    closed = time.perf_counter() - began
+    cold = scale.cold_open(runtime.settings().store.qdrant_path, tenant, row["space"], question)
+    cold["close_s"] = round(closed, 2)
+    return cold
+
+
+def _wait_idle(timeout: float = 120.0) -> None:
+    """Until the embedded worker runs and holds no task (a job is done before the tasks that
+    follow its commit, such as profile batches, have all finished)."""
+    from celery.worker import state
+
+    deadline = time.monotonic() + timeout
+    quiet_since = None
+    while time.monotonic() < deadline:
+        if state.active_requests or state.reserved_requests:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= 0.5:
+            return
+        time.sleep(0.05)
+    raise InvalidInput("the embedded worker did not go idle after the ingest")
+
+
+def _reopened() -> tuple[MemoryClient, MemoryContext]:
+    """A producer on the reopened coordination journal, and the context (the store reopens on
+    its first call); the embedded worker keeps running and re-fetches both per task."""
+    from workers.celery_app import app
+
+    coord = runtime.coordination()
+    return MemoryClient(app, coord.jobs, coord.sequence), runtime.context()
 
 
 def cmd_bench_report(args: argparse.Namespace) -> int:
