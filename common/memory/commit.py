@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from common.llm import usage
 from common.memory.changes import Changes, CommitStats, apply_plan
 from common.memory.context import MemoryContext
@@ -98,18 +100,32 @@ def commit_facts(
         stats.turns = len(record.session.turns)
         stats.facts_in = len(drafts)
         touched: set[str] = set()
-        for draft in drafts:
-            if draft.id in index.facts:
-                continue  # committed by an earlier run of this stage
-            vector = unpack_vector(draft.vector)
-            fact = place_fact(ctx, index, _to_fact(index, record, draft), vector, changes, stats)
-            if fact is None:
-                continue
-            index.put_fact(fact, vector)
-            changes.fact(fact, vector)
-            stats.facts_stored += 1
-            touched |= route_event(ctx, index, index.facts.get(fact.id), vector, changes, stats)
+        vectors = {d.id: unpack_vector(d.vector) for d in drafts if d.id not in index.facts}
+        if vectors:
+            index.facts.prime(np.stack(list(vectors.values())))
+        try:
+            for draft in drafts:
+                if draft.id not in vectors or draft.id in index.facts:
+                    continue  # committed by an earlier run of this stage
+                touched |= _commit_draft(index, draft, vectors[draft.id], changes, stats)
+        finally:
+            index.facts.unprime()
         refresh_events(ctx, index, touched, changes, stats)
+
+    def _commit_draft(
+        index: SpaceIndex,
+        draft: DraftFact,
+        vector: np.ndarray,
+        changes: Changes,
+        stats: CommitStats,
+    ) -> set[str]:
+        fact = place_fact(ctx, index, _to_fact(index, record, draft), vector, changes, stats)
+        if fact is None:
+            return set()
+        index.put_fact(fact, vector)
+        changes.fact(fact, vector)
+        stats.facts_stored += 1
+        return route_event(ctx, index, index.facts.get(fact.id), vector, changes, stats)
 
     return _run_stage(ctx, record, "committing", "committed", build, guard)
 

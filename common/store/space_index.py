@@ -60,6 +60,11 @@ class KindIndex(Generic[R]):
         self.kw_postings: dict[str, set[int]] = {}
         self.people_postings: dict[str, set[int]] = {}
         self.mutations = 0  # moves on every upsert and removal: keys derived caches
+        # Cosines of a batch of vectors against the rows that existed when it was primed
+        # (`prime`), and the rows rewritten since: a commit stage compares every draft with
+        # the whole space, and one matrix product for the batch reads the matrix once.
+        self._primed: tuple[int, np.ndarray, dict[bytes, int]] | None = None
+        self._rewritten: set[int] = set()
 
     def __len__(self) -> int:
         return int(self.alive[: len(self.ids)].sum())
@@ -120,6 +125,8 @@ class KindIndex(Generic[R]):
         else:
             self._unindex(row)
             self.records[row] = record
+            if self._primed is not None and row < self._primed[0]:
+                self._rewritten.add(row)
         self._matrix[row] = vector
         self.alive[row] = True
         span = self._span(record) if self._span else None
@@ -140,6 +147,41 @@ class KindIndex(Generic[R]):
         self.mutations += 1
         self._unindex(row)
         self.alive[row] = False
+
+    def prime(self, vectors: np.ndarray) -> None:
+        """Compute the cosines of `vectors` (one per row) against every row now, in one
+        product; `cosines` of any of them then reads these instead of the matrix."""
+        n = len(self.ids)
+        product = self.matrix @ vectors.T if n else np.zeros((0, len(vectors)), np.float32)
+        table = {
+            np.ascontiguousarray(v, dtype=np.float32).tobytes(): j for j, v in enumerate(vectors)
+        }
+        self._primed = (n, np.ascontiguousarray(product, dtype=np.float32), table)
+        self._rewritten = set()
+
+    def unprime(self) -> None:
+        self._primed = None
+        self._rewritten = set()
+
+    def cosines(self, vector: np.ndarray) -> np.ndarray:
+        """The cosine of `vector` with every row (rows are unit vectors)."""
+        primed = self._primed
+        column = None
+        if primed is not None:
+            column = primed[2].get(_key(vector))
+        if primed is None or column is None:
+            cos: np.ndarray = self.matrix @ vector
+            return cos
+        known, product, _ = primed
+        n = len(self.ids)
+        out = np.empty(n, dtype=np.float32)
+        out[:known] = product[:, column]
+        if n > known:
+            out[known:] = self._matrix[known:n] @ vector
+        if self._rewritten:
+            rows = np.fromiter(self._rewritten, dtype=np.int64, count=len(self._rewritten))
+            out[rows] = self._matrix[rows] @ vector
+        return out
 
     def mask(self, people: Collection[str] | None = None) -> np.ndarray:
         """Live rows, restricted to those sharing a participant when `people` is given."""
@@ -200,13 +242,17 @@ class KindIndex(Generic[R]):
             return []
         # one product over the whole matrix, then the rows: copying the masked rows out of a
         # large space would cost more than the product itself
-        cos = (self.matrix @ vector)[rows]
+        cos = self.cosines(vector)[rows]
         jac = self.jaccard(keywords)[rows]
         score = hybrid_many(cos, jac, weights)
         order = _top_order(score, rows, k)
         return [
             Scored(self.ids[rows[i]], float(score[i]), float(cos[i]), float(jac[i])) for i in order
         ]
+
+
+def _key(vector: np.ndarray) -> bytes:
+    return np.ascontiguousarray(vector, dtype=np.float32).tobytes()
 
 
 def _top_order(score: np.ndarray, rows: np.ndarray, k: int | None) -> np.ndarray:
