@@ -140,7 +140,8 @@ def _point(rng: np.random.Generator, kind: str, space: str, i: int) -> qe.Point:
     if kind == "sessions":
         return qe.Point(str(uuid.uuid4()), {}, {**payload, "turns": ["a turn"] * 20})
     vector = rng.standard_normal(DIM).astype(np.float32)
-    return qe.Point(str(uuid.uuid4()), {"dense": vector / np.linalg.norm(vector)}, payload)
+    unit: list[float] = (vector / np.linalg.norm(vector)).tolist()
+    return qe.Point(str(uuid.uuid4()), {"dense": unit}, payload)
 
 
 def _session(rng: np.random.Generator, space: str, n: int) -> list[tuple[str, qe.Point]]:

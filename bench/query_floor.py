@@ -1,0 +1,135 @@
+"""`python -m bench.query_floor`: how far one query's latency sits above its floor, the
+encoding of the question alone.
+
+In one process and one run: the question encoded straight through the embedder (the floor),
+the same encoding as the recall stage timed it, recall called in this thread as the query
+task calls it, and the full round trip through the embedded worker; p50s and differences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.ingest import ingest_jobs
+from bench.locomo import load_conversations
+from common.retrieval.search import search
+from common.store import records
+from workers import runtime
+
+DATA = Path("/work/shared/data/locomo")
+
+
+def _p50(values: list[float]) -> float:
+    return round(statistics.median(values), 2)
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    fn()
+    return (time.perf_counter() - started) * 1000
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--conversation", default=str(DATA / "conversations" / "conv-26.json"))
+    parser.add_argument("--facts", default=str(DATA / "atommem_facts"))
+    parser.add_argument("--questions", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--mode", default="full")
+    parser.add_argument("--out", default="bench/results/query_floor.json")
+    args = parser.parse_args(argv)
+
+    from common.producer import MemoryClient
+    from common.settings import get_settings
+    from workers.celery_app import app
+    from workers.embedded import EmbeddedWorker
+
+    root = Path(tempfile.mkdtemp(prefix="atommem-floor-"))
+    worker: EmbeddedWorker | None = None
+    try:
+        base = get_settings()
+        settings = base.model_copy(
+            update={
+                "store": base.store.model_copy(update={"qdrant_path": root / "qdrant"}),
+                "pipeline": base.pipeline.model_copy(
+                    update={"coordination_path": root / "coordination.sqlite"}
+                ),
+            }
+        )
+        runtime.configure(settings)
+        (conv,) = load_conversations(Path(args.conversation), Path(args.facts))
+        ctx = runtime.context()
+        embedder = ctx.embedder
+        embedder.encode(["warm up"])
+        worker = EmbeddedWorker()  # what `atommem` runs with no broker: the in-process worker
+        worker.start()
+        coord = runtime.coordination()
+        client = MemoryClient(app, coord.jobs, coord.sequence)
+        tenant = settings.tenant
+        records.create_space(ctx.store, tenant, conv.name)
+        seconds, _ = ingest_jobs(
+            client, tenant, [(conv.name, s) for s in conv.sessions.sessions], "ingest", True
+        )
+        questions = [qa["question"] for _, qa in conv.questions[: args.questions]]
+        for q in questions[:5]:  # warm the worker, the space index and every code path
+            client.search(tenant, conv.name, q, mode=args.mode)
+            search(ctx, tenant, conv.name, q, mode=args.mode)
+
+        samples: dict[str, list[float]] = {}
+        for _ in range(args.rounds):  # interleaved, so drift on a shared machine hits all alike
+            for q in questions:
+                samples.setdefault("encode_alone", []).append(
+                    _timed(functools.partial(embedder.encode, [q]))
+                )
+                started = time.perf_counter()
+                result = search(ctx, tenant, conv.name, q, mode=args.mode)
+                samples.setdefault("in_task", []).append((time.perf_counter() - started) * 1000)
+                samples.setdefault("encode_in_task", []).append(result.timings_ms["embedding"])
+                started = time.perf_counter()
+                reply = client.search(tenant, conv.name, q, mode=args.mode)
+                samples.setdefault("through_worker", []).append(
+                    (time.perf_counter() - started) * 1000
+                )
+                samples.setdefault("encode_in_worker", []).append(reply["timings_ms"]["embedding"])
+                samples.setdefault("recall_in_worker", []).append(reply["timings_ms"]["total"])
+        p50 = {name: _p50(values) for name, values in samples.items()}
+        doc = {
+            "benchmark": "query_floor",
+            "command": " ".join(["python -m bench.query_floor", *sys.argv[1:]]),
+            "conversation": conv.name,
+            "ingest_s": round(seconds, 2),
+            "mode": args.mode,
+            "questions": len(questions),
+            "samples_each": len(samples["in_task"]),
+            "p50_ms": p50,
+            "over_floor_ms": {
+                "encode_in_task": round(p50["encode_in_task"] - p50["encode_alone"], 2),
+                "encode_in_worker": round(p50["encode_in_worker"] - p50["encode_alone"], 2),
+                "in_task": round(p50["in_task"] - p50["encode_alone"], 2),
+                "through_worker": round(p50["through_worker"] - p50["encode_alone"], 2),
+            },
+            "hop_ms": round(p50["through_worker"] - p50["recall_in_worker"], 2),
+        }
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+        print(json.dumps(doc, indent=1))
+    finally:
+        if worker is not None:
+            worker.stop()
+        runtime.reset()
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,116 @@
+"""The query path's waits and set-up: the embedder's OpenMP threads sleep when idle, one batch
+skips sentence-transformers' per-call set-up with the same vectors, and the embedded broker and
+result store wake their waiter on arrival instead of polling on an interval."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+from celery import Celery, states
+from kombu import Connection, Exchange, Producer
+from kombu import Queue as KombuQueue
+
+from common.embeddings import WAIT_POLICY, Embedder
+from common.settings import EmbeddingSettings
+from workers.embedded import EmbeddedResults, EmbeddedTransport, embedded_config
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder(EmbeddingSettings())
+
+
+def test_openmp_threads_sleep_when_idle(embedder: Embedder) -> None:
+    import os
+
+    assert WAIT_POLICY == "PASSIVE"
+    assert os.environ["OMP_WAIT_POLICY"] == WAIT_POLICY
+
+
+def test_one_batch_matches_sentence_transformers(embedder: Embedder) -> None:
+    texts = ["When did Caroline go to the support group?", "hi", "a longer sentence " * 40]
+    expected = embedder._model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    for i, text in enumerate(texts):
+        one = embedder.encode([text])
+        assert one.dtype == np.float32 and one.shape == (1, embedder.dimension)
+        np.testing.assert_allclose(one[0], expected[i], atol=1e-5)
+    np.testing.assert_allclose(embedder.encode(texts), expected, atol=1e-5)
+
+
+def test_more_than_a_batch_still_goes_through_sentence_transformers(embedder: Embedder) -> None:
+    texts = [f"question number {i}" for i in range(embedder._batch + 3)]
+    vectors = embedder.encode(texts)
+    assert vectors.shape == (len(texts), embedder.dimension)
+    np.testing.assert_allclose(vectors[-1], embedder.encode([texts[-1]])[0], atol=1e-5)
+
+
+def test_embedded_config_names_the_waking_classes() -> None:
+    conf = embedded_config()
+    assert conf["broker_transport"].endswith(":EmbeddedTransport")
+    assert conf["result_backend"].endswith(":EmbeddedResults")
+
+
+class _Counting(EmbeddedResults):
+    reads = 0
+
+    def get_task_meta(self, task_id: str, cache: bool = True) -> dict[str, Any]:
+        type(self).reads += 1
+        meta: dict[str, Any] = super().get_task_meta(task_id, cache=cache)
+        return meta
+
+
+def test_result_wait_wakes_on_store_instead_of_polling() -> None:
+    app = Celery("floor", set_as_current=False)
+    app.conf.cache_backend = "memory"
+    backend = _Counting(app=app)
+    started = threading.Event()
+
+    def store() -> None:
+        started.wait()
+        time.sleep(0.2)  # long enough for a 1 ms poll to read hundreds of times
+        backend.store_result("t-floor", {"ok": 1}, states.SUCCESS)
+
+    threading.Thread(target=store).start()
+    started.set()
+    meta = backend.wait_for("t-floor", timeout=30, interval=0.001)
+    assert meta["status"] == states.SUCCESS and meta["result"] == {"ok": 1}
+    assert _Counting.reads <= 3  # the first read, the wake on the store, maybe one spurious
+
+
+def test_result_wait_times_out() -> None:
+    from celery.exceptions import TimeoutError as ResultTimeout
+
+    app = Celery("floor-timeout", set_as_current=False)
+    app.conf.cache_backend = "memory"
+    with pytest.raises(ResultTimeout):
+        EmbeddedResults(app=app).wait_for("t-never", timeout=0.05)
+
+
+def test_consumer_wakes_on_arrival_not_after_its_polling_interval() -> None:
+    received: list[Any] = []
+    queue = KombuQueue("floor", Exchange("floor"), routing_key="floor")
+    # A polling interval far above the drain's timeout: only a wake-up can deliver in time.
+    options = {"polling_interval": 3600}
+    with Connection(transport=EmbeddedTransport, transport_options=options) as conn:
+        channel = conn.channel()
+        queue(channel).declare()
+        consumer = conn.Consumer(queue, callbacks=[lambda body, msg: received.append(body)])
+        consumer.consume()
+        started = threading.Event()
+
+        def publish() -> None:
+            started.wait()
+            time.sleep(0.1)
+            with Connection(transport=EmbeddedTransport) as other:
+                Producer(other.channel()).publish(
+                    {"n": 1}, exchange=queue.exchange, routing_key="floor", declare=[queue]
+                )
+
+        threading.Thread(target=publish).start()
+        started.set()
+        conn.drain_events(timeout=30)
+    assert received == [{"n": 1}]
