@@ -60,7 +60,9 @@ def _run_stage(
     index = ctx.index(record.tenant, record.space)
     changes = Changes()
     stats = CommitStats()
-    try:
+    # The in-memory index may hold half a stage if it fails: `changing` drops it then (it is
+    # reloaded from the store next time), and no saved copy is taken while it runs.
+    with ctx.changing(record.tenant, record.space):
         with usage.metered() as used:
             build(index, changes, stats)
         stats.add_usage(used.as_counts())
@@ -75,10 +77,6 @@ def _run_stage(
             guard()
         records.put_session(ctx.store, planned)
         apply_plan(ctx.store, plan, records.session_point(done))
-    except BaseException:
-        # The in-memory index may hold half a stage; reload it from the store next time.
-        ctx.indexes.drop(record.tenant, record.space)
-        raise
     record.status, record.plan, record.stats = finished, None, merged
     ctx.committed(index)
     return stats
@@ -162,12 +160,9 @@ def profile_flush(ctx: MemoryContext, tenant: str, space: str) -> CommitStats:
     index = ctx.index(tenant, space)
     changes = Changes()
     stats = CommitStats()
-    try:
+    with ctx.changing(tenant, space):
         run_profile_batch(ctx, index, changes, stats)
         points = sorted(changes.plan().points, key=lambda p: p.kind != Kind.PROFILES.value)
         apply_plan(ctx.store, Plan(points=points))
-    except BaseException:
-        ctx.indexes.drop(tenant, space)
-        raise
     ctx.committed(index)
     return stats

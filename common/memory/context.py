@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -54,6 +56,9 @@ class MemoryContext:
     # When each large space's index was last saved, and those changed since (embedded store).
     _saved_at: dict[tuple[str, str], float] = field(default_factory=dict, init=False, repr=False)
     _unsaved: set[tuple[str, str]] = field(default_factory=set, init=False, repr=False)
+    # Spaces whose index a stage or an erasure is changing ahead of its writes.
+    _changing: dict[tuple[str, str], int] = field(default_factory=dict, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def index(self, tenant: str, space: str) -> SpaceIndex:
         """The space's index, reloaded from the store when another writer moved its version."""
@@ -64,6 +69,25 @@ class MemoryContext:
             index.version = current or 0
             self.indexes.put(index)
         return index
+
+    @contextmanager
+    def changing(self, tenant: str, space: str) -> Iterator[None]:
+        """Around a stage or an erasure, which changes the space's index before its writes
+        land: no saved copy of the index is taken meanwhile, and if it fails the index is
+        dropped (it may hold half the change) and read again next time."""
+        key = (tenant, space)
+        with self._lock:
+            self._changing[key] = self._changing.get(key, 0) + 1
+        try:
+            yield
+        except BaseException:
+            self.indexes.drop(tenant, space)
+            raise
+        finally:
+            with self._lock:
+                left = self._changing.pop(key) - 1
+                if left:
+                    self._changing[key] = left
 
     def _open_index(self, tenant: str, space: str) -> SpaceIndex:
         """The saved index where the store keeps one that matches it, else read the store
@@ -88,11 +112,11 @@ class MemoryContext:
         key = (index.tenant, index.space)
         if snapshots is None or counts != _index_counts(index):
             return  # never save an index that does not match the store
-        if self.before_save is not None:
-            self.before_save(index)
         try:
+            if self.before_save is not None:
+                self.before_save(index)
             snapshots.save(index.tenant, index.space, index, counts, generation)
-        except (OSError, RuntimeError) as exc:  # e.g. a full disk: the store itself is fine
+        except Exception as exc:  # a saved copy is an optimisation: never fail the caller
             log.warning("could not save the index of space %r: %s", index.space, exc)
             return
         self._saved_at[key] = time.monotonic()
@@ -104,6 +128,11 @@ class MemoryContext:
         if snapshots is None or len(index.facts) < cfg.index_snapshot_min_facts:
             return
         key = (index.tenant, index.space)
+        with self._lock:
+            busy = key in self._changing
+        if busy:  # a stage or an erasure is ahead of the store: save once it is done
+            self._unsaved.add(key)
+            return
         last = self._saved_at.get(key)
         if (
             not force
@@ -113,7 +142,12 @@ class MemoryContext:
             self._unsaved.add(key)
             return
         generation = snapshots.generation(index.tenant, index.space)
-        self._save(index, _stored_counts(self.store, index.tenant, index.space), generation)
+        try:
+            counts = _stored_counts(self.store, index.tenant, index.space)
+        except Exception as exc:  # the stage's writes landed; a count failing must not undo it
+            log.warning("could not save the index of space %r: %s", index.space, exc)
+            return
+        self._save(index, counts, generation)
 
     def committed(self, index: SpaceIndex) -> None:
         """A stage's writes are in the store: move the space's version past them."""

@@ -14,8 +14,7 @@ interrupted erasure finishes it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 from common.llm.contracts import EventSummary, FactView
@@ -94,14 +93,10 @@ def erase_space(ctx: MemoryContext, tenant: str, space: str, report: ErasureRepo
     ctx.indexes.drop(tenant, space)
 
 
-@contextmanager
-def _reload_on_failure(ctx: MemoryContext, tenant: str, space: str) -> Iterator[None]:
-    """The in-memory index may hold half an erasure when it fails: reload it next time."""
-    try:
-        yield
-    except BaseException:
-        ctx.indexes.drop(tenant, space)
-        raise
+def _reload_on_failure(ctx: MemoryContext, tenant: str, space: str) -> AbstractContextManager[None]:
+    """The in-memory index may hold half an erasure when it fails: reload it next time
+    (and take no saved copy of it while the erasure runs)."""
+    return ctx.changing(tenant, space)
 
 
 def _erase_facts(

@@ -322,15 +322,16 @@ class EdgeStore:
         if not points:
             return
         structs = []
+        spaces: set[tuple[str, str]] = set()
         for kind, point in points:
             check_scoped(kind, point)
             if kind in VECTOR_KINDS:
-                self._invalidate(point.payload["tenant"], point.payload["space"])
+                spaces.add((point.payload["tenant"], point.payload["space"]))
             vector: dict[str, Any] = {}
             if point.vector is not None:
                 vector = {VECTOR: np.asarray(point.vector, dtype=np.float32)}
             structs.append(qe.Point(point_key(kind, point.id), vector, _stored(kind, point)))
-        self._update(qe.UpdateOperation.upsert_points(structs))
+        self._update(qe.UpdateOperation.upsert_points(structs), spaces)
 
     def upsert(self, kind: Kind, points: Sequence[Point]) -> None:
         self.write([(kind, p) for p in points])
@@ -338,25 +339,34 @@ class EdgeStore:
     def delete(self, kind: Kind, tenant: str, space: str, ids: Sequence[str]) -> None:
         if not ids:
             return
-        if kind in VECTOR_KINDS:
-            self._invalidate(tenant, space)
         keys: set[Any] = {point_key(kind, i) for i in ids}
         selector = self._scope(kind, tenant, space, qe.HasIdCondition(keys))
-        self._update(qe.UpdateOperation.delete_points_by_filter(selector))
+        spaces = {(tenant, space)} if kind in VECTOR_KINDS else set()
+        self._update(qe.UpdateOperation.delete_points_by_filter(selector), spaces)
 
     def delete_scope(self, kind: Kind, tenant: str, space: str) -> None:
-        if kind in VECTOR_KINDS:
-            self._invalidate(tenant, space)
-        self._update(qe.UpdateOperation.delete_points_by_filter(self._scope(kind, tenant, space)))
+        spaces = {(tenant, space)} if kind in VECTOR_KINDS else set()
+        selector = self._scope(kind, tenant, space)
+        self._update(qe.UpdateOperation.delete_points_by_filter(selector), spaces)
 
-    def _invalidate(self, tenant: str, space: str) -> None:
-        """A saved index of the space goes before its memory changes (see snapshots.py)."""
-        if self.snapshots is not None:
-            self._shard  # noqa: B018 - only the owner (who opened the store) may touch them
-            self.snapshots.invalidate(tenant, space)
+    def _update(
+        self, operation: qe.UpdateOperation, spaces: set[tuple[str, str]] | None = None
+    ) -> None:
+        """Apply one engine update. The saved indexes of `spaces` (whose facts, events or
+        profiles it changes) are deleted before it and their generation moves again after
+        it, so that an index read while it was under way is never saved (see snapshots.py)."""
+        shard = self._shard  # opened first: only the owner may touch the saved indexes
+        for tenant, space in spaces or ():
+            if self.snapshots is not None:
+                self.snapshots.invalidate(tenant, space)
+        try:
+            self._apply(shard, operation)
+        finally:
+            for tenant, space in spaces or ():
+                if self.snapshots is not None:
+                    self.snapshots.written(tenant, space)
 
-    def _update(self, operation: qe.UpdateOperation) -> None:
-        shard = self._shard
+    def _apply(self, shard: qe.EdgeShard, operation: qe.UpdateOperation) -> None:
         free = self._free_bytes()
         if free < MIN_FREE_BYTES:
             raise StoreError(

@@ -77,6 +77,13 @@ class IndexSnapshots:
         with self._lock:
             return self._generations.get(self.path(tenant, space).name, 0)
 
+    def written(self, tenant: str, space: str) -> None:
+        """A write to the space's memory ended (landed or not): an index read while it was
+        under way may hold half of it, so what was read before now may not be saved."""
+        name = self.path(tenant, space).name
+        with self._lock:
+            self._generations[name] = self._generations.get(name, 0) + 1
+
     def invalidate(self, tenant: str, space: str) -> None:
         """Forget the space's saved index (called before every write to its memory)."""
         target = self.path(tenant, space)
@@ -103,7 +110,10 @@ class IndexSnapshots:
                 if header != {"stamp": self._stamp_now(), "counts": counts}:
                     return None
                 return pickle.load(handle)
-        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
+        except Exception:  # unreadable or damaged: read the store instead, and drop the file
+            with self._lock, contextlib.suppress(OSError):
+                target.unlink()
+                self._present.discard(target.name)
             return None
         finally:
             if enabled:
@@ -122,6 +132,8 @@ class IndexSnapshots:
         with open(tmp, "wb") as handle:
             pickle.dump({"stamp": self._stamp_now(), "counts": counts}, handle, protocol=5)
             pickle.dump(index, handle, protocol=5)
+            handle.flush()
+            os.fsync(handle.fileno())
         with self._lock:
             if self._generations.get(target.name, 0) != generation:
                 tmp.unlink(missing_ok=True)

@@ -82,15 +82,16 @@ def test_a_write_deletes_the_saved_index_before_it_changes_the_store(tmp_path: P
     saved = snapshots.path("t", "s")
     assert saved.exists()
     seen: list[bool] = []
-    real_update = ctx.store._update  # type: ignore[attr-defined]
+    real_apply = ctx.store._apply  # type: ignore[attr-defined]
 
-    def update(operation: object) -> None:
+    def apply(shard: object, operation: object) -> None:
         seen.append(saved.exists())
-        real_update(operation)
+        real_apply(shard, operation)
 
-    ctx.store._update = update  # type: ignore[attr-defined]
+    ctx.store._apply = apply  # type: ignore[attr-defined]
     _commit(ctx, "s2", 2, ["Ann rows boats."])
-    assert seen and not any(seen[1:])  # the points' write never found a saved copy
+    # the plan's write (a session record) leaves the copy; the points' write never finds it
+    assert seen == [True, False]
     # the interval has not passed: nothing saved until the store closes
     assert not saved.exists()
     fresh = _reopen(ctx)
@@ -147,3 +148,45 @@ def test_small_spaces_keep_no_saved_index(tmp_path: Path, size: int) -> None:
     assert ctx.store.count(Kind.FACTS, "t", "s") == size
     assert ctx.store.snapshots is not None
     assert not ctx.store.snapshots.path("t", "s").exists()
+
+
+def test_an_index_read_during_a_write_is_not_saved(tmp_path: Path) -> None:
+    """The generation moves again once a write ends: a reader that took it while the write
+    was under way (after the copy was deleted, before the points landed) may not save."""
+    snapshots = IndexSnapshots(tmp_path)
+    index = SpaceIndex(tenant="t", space="s", dimension=4)
+    counts = {"facts": 0, "events": 0, "profiles": 0}
+    snapshots.invalidate("t", "s")  # a write begins
+    during = snapshots.generation("t", "s")
+    snapshots.written("t", "s")  # and ends
+    assert not snapshots.save("t", "s", index, counts, during)
+
+
+def test_a_damaged_saved_index_is_dropped_and_the_store_read(tmp_path: Path) -> None:
+    snapshots = IndexSnapshots(tmp_path)
+    index = SpaceIndex(tenant="t", space="s", dimension=4)
+    counts = {"facts": 0, "events": 0, "profiles": 0}
+    assert snapshots.save("t", "s", index, counts, snapshots.generation("t", "s"))
+    path = snapshots.path("t", "s")
+    with open(path, "rb") as handle:
+        header = pickle.load(handle)
+    with open(path, "wb") as handle:
+        pickle.dump(header, handle)
+        handle.write(b"\x80\x05garbage")  # a truncated or damaged index after a good header
+    assert IndexSnapshots(tmp_path).load("t", "s", counts) is None
+    assert not path.exists()
+
+
+def test_no_copy_is_saved_while_a_stage_changes_the_index(tmp_path: Path) -> None:
+    ctx = _small_snapshots(make_ctx(tmp_path, TableEncoder(), scripted=False))
+    _commit(ctx, "s1", 1, ["Ann paints landscapes."])
+    snapshots = ctx.store.snapshots
+    assert snapshots is not None
+    path = snapshots.path("t", "s")
+    path.unlink()
+    index = ctx.index("t", "s")
+    with ctx.changing("t", "s"):
+        ctx._save_if_due(index, force=True)  # e.g. the store closing mid-stage
+        assert not path.exists()
+    ctx._save_if_due(index, force=True)
+    assert path.exists()
