@@ -152,6 +152,16 @@ def copy_space(
                 f"space record was not written, so the target holds no space {space!r}: "
                 "copy again (the source changed during the copy, or a write failed)"
             )
+    # A server source can be written during the copy: a stage that began meanwhile would leave
+    # a mixed copy with equal counts, so the space record is written only if none did.
+    late = unfinished_sessions(source, tenant, space)
+    if late:
+        names = ", ".join(f"{r.session.session_id} ({r.status})" for r in late[:5])
+        raise TransferError(
+            f"sessions of space {space!r} began committing during the copy ({names}); the "
+            f"space record was not written, so the target holds no space {space!r}: let "
+            "them finish and copy again"
+        )
     target.upsert(Kind.SPACES, [space_point])
     report.copied[Kind.SPACES] = 1
     return report
