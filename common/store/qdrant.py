@@ -197,6 +197,9 @@ class QdrantStore:
             )
         return int(result.count)
 
+    def compact(self) -> None:
+        """Nothing to do here: the server's own optimisers vacuum deleted points."""
+
     def close(self) -> None:
         with _LOCK:
             if self._opened is not None:

@@ -3,6 +3,7 @@ for producers that never open the store (the HTTP API)."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -18,6 +19,8 @@ from workers import runtime
 from workers.celery_app import observe_wait
 from workers.replies import ReplyTask, forget_space
 from workers.tasks.policy import task
+
+log = logging.getLogger(__name__)
 
 
 @task(TaskName.READ, reply=True, base=ReplyTask)
@@ -62,6 +65,10 @@ def admin(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     if p.op != "create_space":
         # Even after a refused erasure: the rerun of one whose worker died ends here.
         forget_space(self, p.tenant, p.space)
+        try:
+            ctx.store.compact()  # the erased records leave the store's files too
+        except AtomMemError as exc:
+            log.warning("after an erasure in space %r: %s", p.space, exc)
         url = settings.broker.url
         if url:
             rewrite_after_erasure([url, settings.broker.result_url or url])
