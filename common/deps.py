@@ -71,10 +71,11 @@ def make_backend(settings: Settings) -> LLMBackend:
 def build_context(settings: Settings | None = None) -> MemoryContext:
     """A memory context with its own store, the process's embedder and the configured backend."""
     settings = settings or get_settings()
-    chosen = settings
+    graph = settings.graph
 
     def build_graph(index: SpaceIndex) -> None:
-        channels(index, chosen.graph)
+        """Saved indexes carry the recall graph's channels (see MemoryContext.before_save)."""
+        channels(index, graph)
 
     return MemoryContext(
         settings=settings,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -12,12 +13,14 @@ from common.llm.rules import RulesBackend
 from common.memory.context import MemoryContext
 from common.models import ids
 from common.models.drafts import DraftFact
+from common.models.jobs import Job
 from common.models.memory import TimeRange
 from common.models.session import SessionInput, SessionRecord, Turn
 from common.settings import EmbeddingSettings, Settings, StoreSettings
 from common.store import records
 from common.store.backends import open_store
 from common.store.base import Store
+from common.store.coordination import Coordination
 
 DIM = 4
 OPEN_STORES: list[Store] = []
@@ -98,6 +101,21 @@ def session_record(session_id: str, seq: int, when: datetime, people: list[str])
         content_hash=session_id,
         status="committing",
     )
+
+
+def queued_head(ctx: MemoryContext, record: SessionRecord, journal: Path) -> Coordination:
+    """`record` accepted (job j1, extracting) and at the head of its space's sequence, on a
+    SQLite coordination journal at `journal`: what a drain step finds before it commits."""
+    records.put_session(ctx.store, record.model_copy(update={"status": "accepted", "job_id": "j1"}))
+    coord = Coordination.sqlite(journal)
+    now = time.time()
+    job = Job(
+        job_id="j1", tenant="t", space="s", session_id=record.session.session_id,
+        state="extracting", created_at=now, updated_at=now,
+    )  # fmt: skip
+    coord.jobs.put_job(job, "{}")
+    coord.sequence.register("t", "s", record.session.session_id, 0)
+    return coord
 
 
 def draft(

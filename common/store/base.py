@@ -54,6 +54,12 @@ def check_scoped(kind: Kind, point: Point) -> None:
         raise ValueError(f"{kind} point {point.id} lacks tenant/space in its payload")
 
 
+def in_asked_order(points: list[Point], ids: Sequence[str]) -> list[Point]:
+    """`points` in the order their ids were asked for (what `Store.retrieve` returns)."""
+    order = {record_id: i for i, record_id in enumerate(ids)}
+    return sorted(points, key=lambda p: order.get(p.id, len(order)))
+
+
 class StoreError(AtomMemError):
     """The store cannot be used as it is; the message says what to do."""
 

@@ -58,6 +58,7 @@ from common.store.base import (
     StoreError,
     StoreFormatError,
     check_scoped,
+    in_asked_order,
 )
 from common.store.snapshots import IndexSnapshots
 
@@ -464,9 +465,7 @@ class EdgeStore:
             ):
                 continue
             out.append(self._point(record, with_vectors))
-        order = {record_id: i for i, record_id in enumerate(ids)}
-        out.sort(key=lambda p: order.get(p.id, len(order)))
-        return out
+        return in_asked_order(out, ids)
 
     def compact(self) -> None:
         """Rewrite the segments that hold deleted or replaced points, so that what an erasure

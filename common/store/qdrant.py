@@ -20,6 +20,7 @@ from common.store.base import (
     Point,
     StoreError,
     check_scoped,
+    in_asked_order,
 )
 from common.store.snapshots import IndexSnapshots
 
@@ -186,9 +187,7 @@ class QdrantStore:
             if with_vectors and record.vector is not None:
                 vector = np.asarray(record.vector, dtype=np.float32)
             out.append(Point(id=str(record.id), payload=payload, vector=vector))
-        order = {record_id: i for i, record_id in enumerate(ids)}  # as asked, like Edge
-        out.sort(key=lambda p: order.get(p.id, len(order)))
-        return out
+        return in_asked_order(out, ids)
 
     def count(self, kind: Kind, tenant: str, space: str | None) -> int:
         with self._calls():

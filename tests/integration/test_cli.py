@@ -4,24 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.integration.cli_runner import SAMPLE, run
+
 pytestmark = pytest.mark.integration
-
-SAMPLE = Path(__file__).resolve().parents[2] / "cli" / "samples" / "sample_conversation.json"
-
-
-def run(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cli", "--quiet", "--data-dir", str(data), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def counts(data: Path, space: str) -> list[str]:

@@ -236,16 +236,23 @@ def test_conflicting_resubmissions_are_refused_and_change_nothing(
     assert leftovers == []  # no parked chunk lingers
 
 
+def _sweep_setup(
+    server: RedisServer,
+) -> tuple[Settings, Celery, Coordination, MemoryClient]:
+    """A producer on the private Redis, and the settings and app a sweeper runs with."""
+    settings = Settings(broker=BrokerSettings(url=server.url()))
+    app = Celery("sweeper")
+    app.conf.update(celery_config(settings))
+    coord = Coordination.redis(server.url(), 3600)
+    return settings, app, coord, MemoryClient(app, coord.jobs, coord.sequence)
+
+
 def test_the_sweep_resends_only_jobs_no_queue_or_live_holder_accounts_for(
     tmp_path: Path, server: RedisServer
 ) -> None:
     from workers.leases import Sweeper
 
-    settings = Settings(broker=BrokerSettings(url=server.url()))
-    app = Celery("sweeper")
-    app.conf.update(celery_config(settings))
-    coord = Coordination.redis(server.url(), 3600)
-    client = MemoryClient(app, coord.jobs, coord.sequence)
+    settings, app, coord, client = _sweep_setup(server)
     now = time.time()
     sessions = read_sessions(SAMPLE).sessions
     ids = {}
@@ -282,11 +289,7 @@ def test_the_sweep_leaves_sessions_that_wait_their_turn_and_ignores_lane_tasks(
     from workers.leases import Sweeper
     from workers.tasks.fair import LANE_PRIORITY
 
-    settings = Settings(broker=BrokerSettings(url=server.url()))
-    app = Celery("sweeper")
-    app.conf.update(celery_config(settings))
-    coord = Coordination.redis(server.url(), 3600)
-    client = MemoryClient(app, coord.jobs, coord.sequence)
+    settings, app, coord, client = _sweep_setup(server)
     now = time.time()
     jobs = client.submit("default", "demo", read_sessions(SAMPLE).sessions[:3])
     r = server.client()

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,27 +18,14 @@ from common.settings import StoreSettings, get_settings
 from common.store.base import Kind, Point, Store
 from common.store.edge import EdgeStore
 from common.store.qdrant import QdrantStore
+from tests.integration.cli_runner import SAMPLE, run
 
 pytestmark = pytest.mark.integration
 
-SAMPLE = Path(__file__).resolve().parents[2] / "cli" / "samples" / "sample_conversation.json"
 TENANT = "default"
 QUESTION = "When did Tom adopt a puppy?"
 SERVER_ENV = "ATOMMEM_TEST_QDRANT_URL"
 PREFIX = "atommem_test"  # collections of their own on a shared server
-
-
-def run(
-    data: Path, *args: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cli", "--quiet", "--data-dir", str(data), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env=env,
-    )
 
 
 def edge(data: Path) -> EdgeStore:

@@ -26,7 +26,7 @@ from common.models.session import SessionInput, Turn
 from common.store import records
 from common.store.coordination import ChunkParking, Coordination
 from common.store.coordination.liveness import HEARTBEAT
-from tests.helpers import draft, make_ctx, session_record, unit
+from tests.helpers import draft, make_ctx, queued_head, session_record, unit
 
 
 @pytest.mark.parametrize(
@@ -83,15 +83,7 @@ def test_parked_chunks_count_once_and_assemble_in_chunk_order(tmp_path: Path) ->
 
 def test_drain_commits_the_head_once_its_last_chunk_is_parked(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path)
-    records.put_session(ctx.store, REC.model_copy(update={"status": "accepted", "job_id": "j1"}))
-    coord = Coordination.sqlite(tmp_path / "c.sqlite")
-    now = time.time()
-    job = Job(
-        job_id="j1", tenant="t", space="s", session_id="s1", state="extracting",
-        created_at=now, updated_at=now,
-    )  # fmt: skip
-    coord.jobs.put_job(job, "{}")
-    coord.sequence.register("t", "s", "s1", 0)
+    coord = queued_head(ctx, REC, tmp_path / "c.sqlite")
     _park(coord.chunks, 1, 2, ["Ann adopted a cat."])
     assert drain_stage(ctx, coord, "t", "s") == Next.NOTHING  # chunk 0 not parked yet
     assert coord.jobs.get_job("t", "j1").state == "extracting"  # type: ignore[union-attr]
@@ -228,15 +220,7 @@ def test_a_commit_whose_lock_lapsed_writes_nothing(
     """The holder stalled past its lock's TTL and another worker took the space: the stage
     must not write its plan over the new holder's work."""
     ctx = make_ctx(tmp_path)
-    records.put_session(ctx.store, REC.model_copy(update={"status": "accepted", "job_id": "j1"}))
-    coord = Coordination.sqlite(tmp_path / "c.sqlite")
-    now = time.time()
-    job = Job(
-        job_id="j1", tenant="t", space="s", session_id="s1", state="extracting",
-        created_at=now, updated_at=now,
-    )  # fmt: skip
-    coord.jobs.put_job(job, "{}")
-    coord.sequence.register("t", "s", "s1", 0)
+    coord = queued_head(ctx, REC, tmp_path / "c.sqlite")
     _park(coord.chunks, 0, 1, ["Ann adopted a cat."])
     real_verify = commit.place_fact
 

@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -17,12 +16,10 @@ from pathlib import Path
 import pytest
 
 from common.memory.stages import Next, drain_stage
-from common.models.jobs import Job
 from common.store import edge, records
 from common.store.base import Kind, Point, StoreError, StoreFormatError
-from common.store.coordination import Coordination
 from common.store.edge import MARKER, EdgeStore
-from tests.helpers import OPEN_STORES, draft, make_ctx, session_record, unit
+from tests.helpers import OPEN_STORES, draft, make_ctx, queued_head, session_record, unit
 
 ROOT = Path(__file__).resolve().parents[2]
 DIM = 4
@@ -337,15 +334,7 @@ def test_a_commit_into_a_store_that_cannot_write_fails_the_job(
     """The store's own free-space check refuses the commit's writes (as on a full disk)."""
     ctx = make_ctx(tmp_path)
     rec = session_record("s1", 0, datetime(2024, 3, 1), ["Ann"])
-    records.put_session(ctx.store, rec.model_copy(update={"status": "accepted", "job_id": "j1"}))
-    coord = Coordination.sqlite(tmp_path / "c.sqlite")
-    now = time.time()
-    job = Job(
-        job_id="j1", tenant="t", space="s", session_id="s1", state="extracting",
-        created_at=now, updated_at=now,
-    )  # fmt: skip
-    coord.jobs.put_job(job, "{}")
-    coord.sequence.register("t", "s", "s1", 0)
+    coord = queued_head(ctx, rec, tmp_path / "c.sqlite")
     drafts = [draft(rec, "Ann moved to Oslo.", unit(1, 0, 0, 0), ["oslo"], ["Ann"])]
     body = {"drafts": [d.model_dump(mode="json") for d in drafts]}
     coord.chunks.put_chunk("t", "s", "s1", 0, 1, json.dumps(body))
