@@ -4,8 +4,8 @@ index's matrix scan or Qdrant Edge's own filtered search.
 For each size, one space of N synthetic facts (384-d unit vectors, keywords, two speakers)
 is put both in an Edge shard (the embedded store's layout: tenant, space and kind indexed)
 and in a space index (`common/store/space_index.py`). Timed per question, p50 over the
-questions: the index's S_h ranking over the whole space (cosine and keyword overlap, what
-recall does), and Edge's filtered top-k by cosine alone (no keyword term, so it does less).
+questions: the index's S_h ranking over the whole space (cosine and BM25 over the keywords,
+what recall does), and Edge's filtered top-k by cosine alone (no keyword term, so it does less).
 With `--hnsw`, the shard is also optimised (Edge builds its HNSW graph then) and searched
 again, and the build is timed. Results go to `bench/results/edge_search.json`.
 """
@@ -26,6 +26,7 @@ import qdrant_edge as qe
 
 from bench.metrics import percentiles
 from common.settings import SimilaritySettings
+from common.similarity import TextQuery
 from common.store.space_index import KindIndex
 
 DIM = 384
@@ -95,7 +96,7 @@ def _time_index(index: KindIndex[Any], queries: np.ndarray, k: int) -> dict[str,
     for vector in queries:
         keywords = [WORDS[int(j)] for j in rng.integers(0, len(WORDS), 3)]
         began = time.perf_counter()
-        index.hybrid(vector, keywords, weights, index.mask(), k=k)
+        index.hybrid(vector, TextQuery.of("", keywords), weights, index.mask(), k=k)
         times.append((time.perf_counter() - began) * 1000)
     return percentiles(times)
 

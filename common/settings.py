@@ -41,10 +41,17 @@ class StoreSettings(BaseModel):
 
 
 class SimilaritySettings(BaseModel):
-    """Hybrid similarity S_h = alpha * cos + beta * Jaccard(keywords) (Eq. 2)."""
+    """Hybrid similarity S_h = alpha * cos + beta * L (Eq. 2), wherever memory ranks by it.
+
+    L is the lexical channel: `bm25` (default) is BM25 over normalised terms of the text and
+    keywords, with IDF over the space, scaled to [0, 1] (common/text/lexical.py); `jaccard`
+    is the paper's keyword Jaccard, kept for the ablation."""
 
     alpha: float = 0.7
     beta: float = 0.3
+    lexical: Literal["bm25", "jaccard"] = "bm25"
+    bm25_k1: float = Field(default=1.2, ge=0)
+    bm25_b: float = Field(default=0.75, ge=0, le=1)
 
 
 class MemorySettings(BaseModel):

@@ -11,6 +11,7 @@ from common.memory.context import MemoryContext
 from common.memory.verify import view
 from common.models import ids
 from common.models.memory import Event, Fact, TimeRange
+from common.similarity import TextQuery
 from common.store.space_index import SpaceIndex
 
 
@@ -52,7 +53,7 @@ def route_event(
     mask = index.facts.mask(fact.participants)
     similar = index.facts.hybrid(
         vector,
-        fact.keywords,
+        TextQuery.of(fact.text, fact.keywords),
         ctx.settings.similarity,
         mask,
         k=ctx.settings.memory.event_candidate_top_k,

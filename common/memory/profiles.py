@@ -13,6 +13,7 @@ from common.memory.context import MemoryContext
 from common.memory.verify import view
 from common.models import ids
 from common.models.memory import Fact, Profile, ProfileVersion
+from common.similarity import TextQuery
 from common.store.space_index import SpaceIndex
 
 
@@ -151,7 +152,11 @@ def run_profile_batch(
         mask = index.profiles.mask([cand.person])
         vectors.settle(mask)  # the ranking reads these rows
         ranked = index.profiles.hybrid(
-            vector, cand.keywords, ctx.settings.similarity, mask, k=cfg.profile_top_k
+            vector,
+            TextQuery.of(cand.content, cand.keywords),
+            ctx.settings.similarity,
+            mask,
+            k=cfg.profile_top_k,
         )
         decision: ProfileDecision
         if skip and ranked and ranked[0].cosine > cfg.profile_duplicate_threshold:

@@ -9,6 +9,7 @@ from common.llm.contracts import FactUpdate, FactView
 from common.memory.changes import Changes, CommitStats
 from common.memory.context import MemoryContext
 from common.models.memory import Fact, FactRevision, FactTime
+from common.similarity import TextQuery
 from common.store.space_index import SpaceIndex
 
 
@@ -49,7 +50,11 @@ def place_fact(
             stats.duplicates_dropped += 1
             return None
     ranked = index.facts.hybrid(
-        vector, fact.keywords, ctx.settings.similarity, mask, k=cfg.conflict_top_k
+        vector,
+        TextQuery.of(fact.text, fact.keywords),
+        ctx.settings.similarity,
+        mask,
+        k=cfg.conflict_top_k,
     )
     close = [r for r in ranked if r.score > cfg.conflict_threshold][: cfg.conflict_top_k]
     if not ctx.settings.llm.skip_rules:

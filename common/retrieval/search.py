@@ -19,7 +19,7 @@ from common.models.memory import Event, Fact, Profile, ProfileVersion
 from common.models.query import AskResponse, EventHit, ProfileHit, SearchHit, SearchResponse
 from common.retrieval.graph import LocalGraph
 from common.retrieval.ppr import fuse_ranks
-from common.similarity import hybrid_many
+from common.similarity import TextQuery, hybrid_many
 from common.store import records
 from common.store.space_index import SpaceIndex
 
@@ -77,6 +77,7 @@ def compensatory(
     ctx: MemoryContext,
     index: SpaceIndex,
     intent: QueryIntent,
+    query: TextQuery,
     vector: np.ndarray,
     exclude: set[str],
 ) -> tuple[list[Hit], list[tuple[Event, float]]]:
@@ -84,7 +85,7 @@ def compensatory(
     cfg = ctx.settings
     events = index.events.hybrid(
         vector,
-        intent.keywords,
+        query,
         cfg.similarity,
         _filtered(index, intent, "events"),
         k=cfg.retrieval.event_top_k,
@@ -102,7 +103,7 @@ def compensatory(
     rows = np.fromiter(best, dtype=np.int64)
     fact_scores = hybrid_many(
         index.facts.matrix[rows] @ vector,
-        index.facts.jaccard(intent.keywords)[rows],
+        index.facts.lexical(query, cfg.similarity)[rows],
         cfg.similarity,
     )
     w = cfg.retrieval.event_weight
@@ -122,6 +123,7 @@ def associative(
     ctx: MemoryContext,
     index: SpaceIndex,
     intent: QueryIntent,
+    query: TextQuery,
     vector: np.ndarray,
     seeds: list[Hit],
     k: int,
@@ -138,7 +140,7 @@ def associative(
     local = np.asarray(result.rows, dtype=np.int64)
     relevance = hybrid_many(
         index.facts.matrix[local] @ vector,
-        index.facts.jaccard(intent.keywords)[local],
+        index.facts.lexical(query, ctx.settings.similarity)[local],
         ctx.settings.similarity,
     )
     if cfg.final_ranking == "rrf":
@@ -181,27 +183,31 @@ def search(
     mode = mode or cfg.mode
     k = k or cfg.final_top_k
     sim = ctx.settings.similarity
+    query = TextQuery.of(question, intent.keywords)
+    index.facts.lexical(query, sim)  # kept for every stage below that ranks facts by S_h
+    clock.lap("lexical")
     fmask = _filtered(index, intent, "facts")
     events: list[tuple[Event, float]] = []
     if mode == "flat":
-        ranked = index.facts.hybrid(vector, intent.keywords, sim, fmask, k=k)
+        ranked = index.facts.hybrid(vector, query, sim, fmask, k=k)
         hits = [Hit(index.facts.get(r.id), r.score, {"primary": r.score}) for r in ranked]
         clock.lap("primary")
     else:
-        ranked = index.facts.hybrid(vector, intent.keywords, sim, fmask, k=cfg.primary_top_k)
+        ranked = index.facts.hybrid(vector, query, sim, fmask, k=cfg.primary_top_k)
         primary = [Hit(index.facts.get(r.id), r.score, {"primary": r.score}) for r in ranked]
         clock.lap("primary")
-        extra, events = compensatory(ctx, index, intent, vector, {h.fact.id for h in primary})
+        taken = {h.fact.id for h in primary}
+        extra, events = compensatory(ctx, index, intent, query, vector, taken)
         clock.lap("compensatory")
         seeds = primary + extra
         if mode == "no-graph" or not seeds:
             hits = sorted(seeds, key=lambda h: -h.score)[:k]
         else:
-            hits = associative(ctx, index, intent, vector, seeds, k)
+            hits = associative(ctx, index, intent, query, vector, seeds, k)
             clock.lap("graph")
     profiles: list[tuple[Profile, Profile | ProfileVersion]] = []
     if intent.needs_profile and mode not in ("flat", "no-profile"):
-        profiles = top_profiles(ctx, tenant, space, intent, vector, now.date())
+        profiles = top_profiles(ctx, tenant, space, intent, query, vector, now.date())
         clock.lap("profiles")
     return SearchResult(question, intent, hits, profiles, events, clock.done(), used.as_counts())
 
@@ -211,6 +217,7 @@ def top_profiles(
     tenant: str,
     space: str,
     intent: QueryIntent,
+    query: TextQuery,
     vector: np.ndarray,
     day: date,
 ) -> list[tuple[Profile, Profile | ProfileVersion]]:
@@ -220,7 +227,7 @@ def top_profiles(
     mask = index.profiles.mask(intent.participants or None)
     ranked = index.profiles.hybrid(
         vector,
-        intent.keywords,
+        query,
         ctx.settings.similarity,
         mask,
         k=ctx.settings.retrieval.profile_top_k,

@@ -36,7 +36,14 @@ SUFFIX = ".index"
 def _code_stamp() -> str:
     """The package version and the source of the modules a pickled index refers to."""
     common = Path(__file__).resolve().parents[1]
-    sources = ("store/space_index.py", "models/memory.py", "retrieval/graph.py")
+    sources = (
+        "store/space_index.py",
+        "models/memory.py",
+        "retrieval/graph.py",
+        "text/lexical.py",
+        "text/keywords.py",
+        "text/stopwords.txt",
+    )
     digest = hashlib.sha256(f"{FORMAT}".encode())
     with contextlib.suppress(metadata.PackageNotFoundError):
         digest.update(metadata.version("atommem").encode())

@@ -19,9 +19,10 @@ from pydantic import BaseModel
 
 from common.models.memory import Event, Fact, Profile, TimeRange
 from common.settings import SimilaritySettings
-from common.similarity import hybrid_many
+from common.similarity import TextQuery, hybrid_many
 from common.store.base import Kind, Store
 from common.text.keywords import match_keys
+from common.text.lexical import Bm25, document_terms, query_terms
 
 R = TypeVar("R", bound=BaseModel)
 T = TypeVar("T")
@@ -32,11 +33,11 @@ class Scored:
     id: str
     score: float
     cosine: float
-    jaccard: float
+    lexical: float
 
 
 class KindIndex(Generic[R]):
-    """Rows of one kind of record: vectors, keyword and participant postings."""
+    """Rows of one kind of record: vectors, keyword, term (BM25) and participant postings."""
 
     def __init__(
         self,
@@ -59,6 +60,10 @@ class KindIndex(Generic[R]):
         self._kw_len = np.zeros(64, dtype=np.float32)
         self.kw_postings: dict[str, set[int]] = {}
         self.people_postings: dict[str, set[int]] = {}
+        self.lexicon = Bm25()
+        # the last query's lexical scores, while nothing changed: the recall stages of one
+        # question read them several times
+        self._lexical_memo: tuple[Hashable, np.ndarray] | None = None
         self.mutations = 0  # moves on every upsert and removal: keys derived caches
         # Cosines of a batch of vectors against the rows that existed when it was primed
         # (`prime`), and the rows rewritten since: a commit stage compares every draft with
@@ -104,13 +109,19 @@ class KindIndex(Generic[R]):
         self._end = np.concatenate([self._end, pad])
 
     def _unindex(self, row: int) -> None:
+        self.lexicon.clear(row)
         for kw in self._kw[row]:
             self.kw_postings.get(kw, set()).discard(row)
         for person in self._people(self.records[row]):
             self.people_postings.get(person, set()).discard(row)
 
     def upsert(
-        self, item_id: str, record: R, vector: np.ndarray, keywords: Collection[str]
+        self,
+        item_id: str,
+        record: R,
+        vector: np.ndarray,
+        keywords: Collection[str],
+        text: str = "",
     ) -> None:
         self.mutations += 1
         row = self.rows.get(item_id)
@@ -137,6 +148,7 @@ class KindIndex(Generic[R]):
         self._kw_len[row] = len(kws)
         for kw in kws:
             self.kw_postings.setdefault(kw, set()).add(row)
+        self.lexicon.set(row, document_terms(text, keywords))
         for person in self._people(record):
             self.people_postings.setdefault(person, set()).add(row)
 
@@ -221,16 +233,39 @@ class KindIndex(Generic[R]):
         )
         return share
 
+    def bm25(self, query: TextQuery, weights: SimilaritySettings) -> np.ndarray:
+        """L(query, row) for every row: BM25 over the space's IDF, scaled to [0, 1]."""
+        return self.lexicon.normalised(
+            query_terms(query.text, query.keywords),
+            len(self.ids),
+            weights.bm25_k1,
+            weights.bm25_b,
+        )
+
+    def lexical(self, query: TextQuery, weights: SimilaritySettings) -> np.ndarray:
+        """The lexical channel of S_h for every row, as `weights.lexical` chooses."""
+        key = (self.mutations, query, weights.lexical, weights.bm25_k1, weights.bm25_b)
+        memo = self._lexical_memo
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        if weights.lexical == "jaccard":
+            scores = self.jaccard(query.keywords)
+        else:
+            scores = self.bm25(query, weights)
+        scores.setflags(write=False)
+        self._lexical_memo = (key, scores)
+        return scores
+
     def hybrid(
         self,
         vector: np.ndarray,
-        keywords: Collection[str],
+        query: TextQuery,
         weights: SimilaritySettings,
         mask: np.ndarray,
         k: int | None = None,
         exclude: Collection[str] = (),
     ) -> list[Scored]:
-        """Rows in `mask` ranked by S_h (descending, ties by insertion order)."""
+        """Rows in `mask` ranked by S_h with `query` (descending, ties by insertion order)."""
         if not len(self.ids):
             return []
         mask = mask.copy()
@@ -243,11 +278,11 @@ class KindIndex(Generic[R]):
         # one product over the whole matrix, then the rows: copying the masked rows out of a
         # large space would cost more than the product itself
         cos = self.cosines(vector)[rows]
-        jac = self.jaccard(keywords)[rows]
-        score = hybrid_many(cos, jac, weights)
+        lex = self.lexical(query, weights)[rows]
+        score = hybrid_many(cos, lex, weights)
         order = _top_order(score, rows, k)
         return [
-            Scored(self.ids[rows[i]], float(score[i]), float(cos[i]), float(jac[i])) for i in order
+            Scored(self.ids[rows[i]], float(score[i]), float(cos[i]), float(lex[i])) for i in order
         ]
 
 
@@ -335,13 +370,13 @@ class SpaceIndex:
         return cast(T, cached[1])
 
     def put_fact(self, fact: Fact, vector: np.ndarray) -> None:
-        self.facts.upsert(fact.id, fact, vector, fact.keywords)
+        self.facts.upsert(fact.id, fact, vector, fact.keywords, fact.text)
 
     def put_event(self, event: Event, vector: np.ndarray) -> None:
-        self.events.upsert(event.id, event, vector, event.keywords)
+        self.events.upsert(event.id, event, vector, event.keywords, event.summary)
 
     def put_profile(self, profile: Profile, vector: np.ndarray) -> None:
-        self.profiles.upsert(profile.id, profile, vector, profile.keywords)
+        self.profiles.upsert(profile.id, profile, vector, profile.keywords, profile.content)
 
     @classmethod
     def load(cls, store: Store, tenant: str, space: str, dimension: int) -> SpaceIndex:

@@ -26,6 +26,7 @@ from common.memory.events import refresh_events
 from common.models.drafts import DraftFact
 from common.models.session import SessionRecord
 from common.settings import Settings
+from common.similarity import TextQuery
 from common.store.base import Kind
 from tests.helpers import DIM, TableEncoder, draft, make_ctx, session_record, unit
 
@@ -252,6 +253,9 @@ def test_a_reworded_profile_is_embedded_before_the_same_person_is_ranked(
 ) -> None:
     enc = CountingEncoder(dict(FACTS))
     ctx, rec, writer = _pending_profiles(tmp_path, enc, ["Ann", "Ann"])
+    # pairwise keyword overlap: a score recomputed afterwards, when the second profile has
+    # joined the space (and moved BM25's IDF), is still the one the writer was shown
+    ctx.settings.similarity.lexical = "jaccard"
     writer.rewrite = {"Ann: Ann sails boats.": "Ann sails."}
     calls = enc.calls
     profile_batch(ctx, rec)
@@ -262,9 +266,10 @@ def test_a_reworded_profile_is_embedded_before_the_same_person_is_ranked(
     (_, first), (second_text, shown) = writer.seen
     assert first == [] and len(shown) == 1
     index = ctx.index("t", "s")
+    keywords = index.facts.items()[1].keywords  # the second candidate's, from its fact
     expected = index.profiles.hybrid(
         enc.single(second_text),
-        ["plays"],
+        TextQuery.of(second_text, keywords),
         ctx.settings.similarity,
         index.profiles.mask(["Ann"]),
     )

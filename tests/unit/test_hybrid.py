@@ -5,11 +5,16 @@ import pytest
 
 from common.models.memory import Fact, FactSource, FactTime
 from common.settings import SimilaritySettings
-from common.similarity import hybrid, hybrid_many, jaccard
+from common.similarity import TextQuery, hybrid, hybrid_many, jaccard
 from common.store.space_index import SpaceIndex
 from common.text.keywords import match_key
 
-W = SimilaritySettings(alpha=0.7, beta=0.3)
+# the paper's S_h: 0.7·cos + 0.3·keyword Jaccard (tests/unit/test_lexical.py covers BM25)
+W = SimilaritySettings(alpha=0.7, beta=0.3, lexical="jaccard")
+
+
+def kw(*keywords: str) -> TextQuery:
+    return TextQuery.of("", keywords)
 
 
 def fact(fid: str, keywords: list[str], participants: list[str]) -> Fact:
@@ -40,7 +45,8 @@ def index() -> SpaceIndex:
 
 def ranked(idx: SpaceIndex, query: np.ndarray, keywords: list[str], **kw) -> list[tuple]:
     mask = kw.pop("mask", idx.facts.mask())
-    return [(s.id, round(s.score, 5)) for s in idx.facts.hybrid(query, keywords, W, mask, **kw)]
+    found = idx.facts.hybrid(query, TextQuery.of("", keywords), W, mask, **kw)
+    return [(s.id, round(s.score, 5)) for s in found]
 
 
 @pytest.mark.parametrize(
@@ -83,13 +89,13 @@ def test_index_ranks_by_hybrid_score(index: SpaceIndex) -> None:
     ]
 
 
-def test_scored_carries_cosine_and_jaccard(index: SpaceIndex) -> None:
-    top = index.facts.hybrid(vec(0, 1, 0), ["pottery", "vase"], W, index.facts.mask(), k=2)
+def test_scored_carries_cosine_and_lexical(index: SpaceIndex) -> None:
+    top = index.facts.hybrid(vec(0, 1, 0), kw("pottery", "vase"), W, index.facts.mask(), k=2)
     assert [s.id for s in top] == ["f2", "f3"]
     assert top[0].cosine == pytest.approx(0.8)
-    assert top[0].jaccard == 0.0
+    assert top[0].lexical == 0.0
     assert top[1].cosine == pytest.approx(0.0)
-    assert top[1].jaccard == pytest.approx(1.0)
+    assert top[1].lexical == pytest.approx(1.0)
 
 
 def test_index_jaccard_matches_pure_jaccard(index: SpaceIndex) -> None:
@@ -122,7 +128,7 @@ def test_ties_keep_insertion_order() -> None:
     idx = SpaceIndex(tenant="t", space="s", dimension=3)
     for fid in ["b", "a", "c"]:
         idx.put_fact(fact(fid, ["x"], ["P"]), vec(0, 1, 0))
-    top = idx.facts.hybrid(vec(0, 1, 0), ["x"], W, idx.facts.mask())
+    top = idx.facts.hybrid(vec(0, 1, 0), kw("x"), W, idx.facts.mask())
     assert [s.id for s in top] == ["b", "a", "c"]
 
 
@@ -172,12 +178,12 @@ def test_upsert_after_remove_revives_row(index: SpaceIndex) -> None:
 
 def test_empty_index_and_growth() -> None:
     idx = SpaceIndex(tenant="t", space="s", dimension=3)
-    assert idx.facts.hybrid(vec(1, 0, 0), ["x"], W, idx.facts.mask()) == []
+    assert idx.facts.hybrid(vec(1, 0, 0), kw("x"), W, idx.facts.mask()) == []
     for i in range(70):
         idx.put_fact(fact(f"f{i}", [f"k{i}"], ["P"]), vec(1, 0, 0) if i == 69 else vec(0, 0, 1))
     assert len(idx.facts) == 70
     assert idx.facts.matrix.shape == (70, 3)
-    top = idx.facts.hybrid(vec(1, 0, 0), ["k69"], W, idx.facts.mask(["P"]), k=2)
+    top = idx.facts.hybrid(vec(1, 0, 0), kw("k69"), W, idx.facts.mask(["P"]), k=2)
     assert [(s.id, round(s.score, 5)) for s in top] == [("f69", 1.0), ("f0", 0.0)]
 
 

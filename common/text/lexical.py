@@ -1,0 +1,169 @@
+"""The lexical channel: BM25 over normalised terms, with IDF over the space it indexes.
+
+Terms are the word tokens of a text, case-folded, stop words out, Latin-script words
+reduced to their Snowball stem (the keywords' match key), so "playing", "plays" and "play"
+are one term. A text with no such token (only stop words, punctuation or emoji) has no
+terms and scores 0 everywhere: the dense score ranks alone.
+
+`Bm25` keeps the postings of one kind of record incrementally (rows are the space index's
+row numbers), so IDF and the average length always describe the live rows. Its scores,
+for a query's terms q and a row d of length |d| among N live rows with average length avgdl:
+
+    idf(t)    = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
+    BM25(q,d) = Σ_{t∈q} idf(t) · tf(t,d)·(k1+1) / (tf(t,d) + k1·(1 - b + b·|d|/avgdl))
+    L(q,d)    = min(1, BM25(q,d) / Σ_{t∈q} idf(t))
+
+L is the IDF-weighted share of the query's terms the row holds: 1 when a row of average
+length holds every query term once. It sits on the scale of the paper's keyword Jaccard, so
+S_h = α·cos + β·L keeps the meaning of the thresholds that read it.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Collection, Iterable
+
+import numpy as np
+
+from common.text.keywords import STOPWORDS, match_key
+
+# Word tokens in any script: runs of letters and digits (no underscore, no apostrophe, so
+# "Caroline's" gives "caroline" and a dropped "s").
+_WORD = re.compile(r"[^\W_]+")
+_LATIN = re.compile(r"[a-z0-9]+")
+# Terms read from one text at most: a very long text costs a bounded amount and its tail
+# adds little a search would find only through it.
+MAX_TERMS = 512
+MAX_TOKEN_CHARS = 40
+
+
+def terms(text: str, limit: int = MAX_TERMS) -> list[str]:
+    """The text's terms in order (repeats kept, at most `limit`)."""
+    out: list[str] = []
+    for match in _WORD.finditer(unicodedata.normalize("NFKC", text).casefold()):
+        token = match.group()
+        if len(token) < 2 or len(token) > MAX_TOKEN_CHARS or token in STOPWORDS:
+            continue
+        out.append(match_key(token) if _LATIN.fullmatch(token) else token)
+        if len(out) >= limit:
+            break
+    return out
+
+
+def document_terms(text: str, keywords: Iterable[str] = ()) -> Counter[str]:
+    """A record's term frequencies: its text, plus its keywords as a second field (an
+    extractor's keyword need not occur in the text; one that does counts twice)."""
+    found = Counter(terms(text))
+    for keyword in keywords:
+        found.update(terms(keyword, limit=8))
+    return found
+
+
+def query_terms(text: str, keywords: Iterable[str] = ()) -> frozenset[str]:
+    """A query's distinct terms: those of its text and of its keywords."""
+    found = set(terms(text))
+    for keyword in keywords:
+        found.update(terms(keyword, limit=8))
+    return frozenset(found)
+
+
+class Bm25:
+    """Postings, lengths and document frequencies of the live rows of one kind of record."""
+
+    def __init__(self) -> None:
+        self._docs: dict[int, Counter[str]] = {}
+        self._postings: dict[str, dict[int, int]] = {}
+        self._length = np.zeros(64, dtype=np.float32)
+        self._total = 0
+        # (rows, term frequencies) of a term as arrays, dropped when the term's rows change
+        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def __getstate__(self) -> dict[str, object]:
+        """A saved index (common/store/snapshots.py) keeps the postings, not the cache."""
+        state = dict(self.__dict__)
+        state["_arrays"] = {}
+        return state
+
+    @property
+    def documents(self) -> int:
+        return len(self._docs)
+
+    @property
+    def average_length(self) -> float:
+        return self._total / len(self._docs) if self._docs else 0.0
+
+    def df(self, term: str) -> int:
+        return len(self._postings.get(term, ()))
+
+    def idf(self, term: str) -> float:
+        n, df = len(self._docs), self.df(term)
+        return float(np.log1p((n - df + 0.5) / (df + 0.5)))
+
+    def set(self, row: int, counts: Counter[str]) -> None:
+        """Index `row` with these term frequencies, replacing what it held."""
+        self.clear(row)
+        if row >= self._length.size:
+            grown = np.zeros(max(self._length.size * 2, row + 1), dtype=np.float32)
+            grown[: self._length.size] = self._length
+            self._length = grown
+        self._docs[row] = counts
+        length = sum(counts.values())
+        self._length[row] = length
+        self._total += length
+        for term, tf in counts.items():
+            self._postings.setdefault(term, {})[row] = tf
+            self._arrays.pop(term, None)
+
+    def clear(self, row: int) -> None:
+        """Take `row` out (an erased or replaced record)."""
+        counts = self._docs.pop(row, None)
+        if counts is None:
+            return
+        self._total -= int(self._length[row])
+        self._length[row] = 0
+        for term in counts:
+            posting = self._postings.get(term)
+            if posting is not None:
+                posting.pop(row, None)
+                if not posting:
+                    del self._postings[term]
+            self._arrays.pop(term, None)
+
+    def _posting(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
+        cached = self._arrays.get(term)
+        if cached is None:
+            posting = self._postings.get(term)
+            if not posting:
+                return None
+            rows = np.fromiter(posting.keys(), dtype=np.int64, count=len(posting))
+            tfs = np.fromiter(posting.values(), dtype=np.float32, count=len(posting))
+            cached = self._arrays[term] = (rows, tfs)
+        return cached
+
+    def scores(self, query: Collection[str], n: int, k1: float, b: float) -> np.ndarray:
+        """BM25(query, row) for rows 0..n-1 (0 for rows not indexed)."""
+        out = np.zeros(n, dtype=np.float32)
+        avgdl = self.average_length
+        if not query or not self._docs or avgdl <= 0:
+            return out
+        for term in query:
+            found = self._posting(term)
+            if found is None:
+                continue
+            rows, tf = found
+            keep = rows < n
+            rows, tf = rows[keep], tf[keep]
+            norm = k1 * (1.0 - b + b * self._length[rows] / avgdl)
+            out[rows] += self.idf(term) * tf * (k1 + 1.0) / (tf + norm)
+        return out
+
+    def normalised(self, query: Collection[str], n: int, k1: float, b: float) -> np.ndarray:
+        """L(query, row) in [0, 1] for rows 0..n-1: BM25 over the query's summed IDF."""
+        if not query or not self._docs:
+            return np.zeros(n, dtype=np.float32)
+        ceiling = sum(self.idf(term) for term in query)
+        raw = self.scores(query, n, k1, b)
+        out: np.ndarray = np.minimum(raw / np.float32(ceiling), np.float32(1.0))
+        return out
