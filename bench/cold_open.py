@@ -132,9 +132,11 @@ def open_and_ask(data: Path, size: int, queries: int, seed: int) -> dict[str, An
     questions = synthetic_questions(queries + 1, seed)
     first = search(ctx, TENANT, space, questions[0], mode="full")
     answered = time.perf_counter()
-    totals = []
+    stages: dict[str, list[float]] = {"total": [], "lexical": [], "primary": []}
     for question in questions[1:]:
-        totals.append(search(ctx, TENANT, space, question, mode="full").timings_ms["total"])
+        timings = search(ctx, TENANT, space, question, mode="full").timings_ms
+        for name, values in stages.items():
+            values.append(timings[name])
     runtime.reset()
     return {
         "imports_s": round(imported - started, 3),
@@ -145,7 +147,10 @@ def open_and_ask(data: Path, size: int, queries: int, seed: int) -> dict[str, An
         "cold_open_s": round(answered - model, 3),
         "index_facts": len(index.facts),
         "first_query_hits": len(first.hits),
-        "query_total_ms": percentiles(totals),
+        "query_total_ms": percentiles(stages["total"]),
+        # the lexical channel (BM25 over the space) beside the dense primary ranking
+        "query_lexical_ms": percentiles(stages["lexical"]),
+        "query_primary_ms": percentiles(stages["primary"]),
     }
 
 
@@ -176,17 +181,22 @@ def main(argv: list[str] | None = None) -> int:
         row.update(json.loads(child.stdout.strip().splitlines()[-1]))
         rows.append(row)
         print(json.dumps(row), flush=True)
-    base = rows[0]["query_total_ms"]["p50"] or 1e-9
     result = {
         "sizes": rows,
-        "query_p50_growth": {
-            f"{r['size']}_vs_{rows[0]['size']}": round(r["query_total_ms"]["p50"] / base, 2)
-            for r in rows[1:]
-        },
+        "query_p50_growth": _growth(rows, "query_total_ms"),
+        # the lexical channel should grow with the space as the dense scan does
+        "lexical_p50_growth": _growth(rows, "query_lexical_ms"),
+        "primary_p50_growth": _growth(rows, "query_primary_ms"),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return 0
+
+
+def _growth(rows: list[dict[str, Any]], key: str) -> dict[str, float]:
+    """p50 of `key` at each size over the smallest size's."""
+    base = rows[0][key]["p50"] or 1e-9
+    return {f"{r['size']}_vs_{rows[0]['size']}": round(r[key]["p50"] / base, 2) for r in rows[1:]}
 
 
 if __name__ == "__main__":

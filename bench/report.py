@@ -34,7 +34,7 @@ PAPER_TABLE2: dict[str, dict[str, float]] = {
 
 DASH = "—"
 SOURCE_KEY = "_source"
-LATENCY_STAGES = ("total", "graph")
+LATENCY_STAGES = ("total", "lexical", "graph")
 
 
 def load_results(paths: list[Path]) -> list[dict[str, Any]]:
@@ -98,8 +98,11 @@ def _row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def render_markdown(results: list[dict[str, Any]]) -> str:
-    """Render recall, latency, ingest and command sections as markdown."""
+def render_markdown(
+    results: list[dict[str, Any]], folds: dict[str, list[str]] | None = None
+) -> str:
+    """Render recall, latency, ingest and command sections as markdown; with `folds` (a name
+    for each set of conversations), also the recall of every variant on each fold."""
     k = _k_text(results)
     labels = _labels(results)
     headers = ["Variant", *(name for _, name in CATEGORIES), "Questions"]
@@ -118,6 +121,7 @@ def render_markdown(results: list[dict[str, Any]]) -> str:
         cells = [_fmt(row.get(cat)) for cat, _ in CATEGORIES]
         lines.append(_row([f"*{name}*", *cells, DASH]))
     lines += ["", "Paper rows are the reference Recall@10 values (Table 2).", ""]
+    lines += _folds(labels, results, folds or {})
 
     lat_headers = ["Variant"] + [f"{s} {q}" for s in LATENCY_STAGES for q in ("p50", "p95")]
     lines += [
@@ -151,6 +155,28 @@ def render_markdown(results: list[dict[str, Any]]) -> str:
     for command, names in by_command.items():
         lines += [f"{', '.join(names)}:", "", "```", command, "```", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _folds(
+    labels: list[str], results: list[dict[str, Any]], folds: dict[str, list[str]]
+) -> list[str]:
+    """Recall per category on each fold, from the per-question rows of the result files."""
+    from bench.locomo import summarize
+
+    lines: list[str] = []
+    headers = ["Variant", *(name for _, name in CATEGORIES), "Questions"]
+    for name, conversations in folds.items():
+        lines += [f"## Fold {name}: {', '.join(conversations)}", ""]
+        lines += [_row(headers), _row(["---"] + ["---:"] * (len(headers) - 1))]
+        for label, result in zip(labels, results, strict=True):
+            rows = [q for q in result.get("questions", []) if q["conversation"] in conversations]
+            if not rows:
+                raise InvalidInput(f"{result[SOURCE_KEY]}: no question of fold {name}")
+            summary = summarize(rows)
+            cells = [_fmt(summary[cat]["recall"]) for cat, _ in CATEGORIES]
+            lines.append(_row([_cell(label), *cells, str(len(rows))]))
+        lines.append("")
+    return lines
 
 
 def _answers(labels: list[str], results: list[dict[str, Any]]) -> list[str]:
@@ -250,13 +276,15 @@ def plot_recall(results: list[dict[str, Any]], path: Path) -> None:
         plt.close(fig)
 
 
-def write_report(paths: list[Path], out_dir: Path) -> tuple[Path, Path]:
+def write_report(
+    paths: list[Path], out_dir: Path, folds: dict[str, list[str]] | None = None
+) -> tuple[Path, Path]:
     """Write report.md and recall_by_category.png into out_dir and return their paths."""
     results = load_results(paths)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     md_path = out_dir / "report.md"
     png_path = out_dir / "recall_by_category.png"
-    md_path.write_text(render_markdown(results), encoding="utf-8")
+    md_path.write_text(render_markdown(results, folds), encoding="utf-8")
     plot_recall(results, png_path)
     return md_path, png_path

@@ -268,7 +268,7 @@ def growth(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         entry: dict[str, float] = {
             "facts_per_s": round(row["facts_per_s"] / base["facts_per_s"], 2),
         }
-        for stage in ("through_query_worker", "total", "graph", "primary"):
+        for stage in ("through_query_worker", "total", "graph", "primary", "lexical"):
             if stage in row["latency_ms"] and stage in base["latency_ms"]:
                 for q in ("p50", "p95"):
                     denominator = base["latency_ms"][stage][q] or 1e-9

@@ -45,7 +45,7 @@ def cmd_bench_locomo(args: argparse.Namespace) -> int:
     """Build one memory per conversation, ask every question per variant, write the results."""
     variants = locomo.check_variants(args.variant)
     facts = Path(args.facts) if args.facts else None
-    conversations = locomo.load_conversations(Path(args.conversations), facts)
+    conversations = locomo.load_conversations(Path(args.conversations), facts, args.only)
     many = len(variants) > 1
     out = Path(args.out)
     if many and out.suffix == ".json":
@@ -60,8 +60,8 @@ def cmd_bench_locomo(args: argparse.Namespace) -> int:
     judge = getattr(ctx.backend, "judge", None) if args.judge else None
     settings = runtime.settings()
     ingest_stats = None
-    memory_variants = [v for v in variants if v in locomo.MEMORY_VARIANTS]
-    client = producer() if memory_variants else None
+    stored_variants = [v for v in variants if v in locomo.STORED_VARIANTS]
+    client = producer() if stored_variants else None
     if client is not None:
         if args.reuse:
             ingest_stats = locomo.counts(ctx.store, tenant, conversations, None)
@@ -98,6 +98,11 @@ def cmd_bench_locomo(args: argparse.Namespace) -> int:
                 ctx.embedder.encode, conversations, args.k, args.quiet
             )
             doc = locomo.result_document(variant, args.k, command, rows, stages, None, used)
+        elif variant == "hybrid-bm25":
+            rows, stages = locomo.run_hybrid_bm25(
+                ctx, tenant, conversations, args.k, args.quiet, settings.similarity
+            )
+            doc = locomo.result_document(variant, args.k, command, rows, stages, ingest_stats, used)
         else:
             rows, stages = locomo.run_memory_variant(
                 client, tenant, conversations, variant, args.k, args.answer, args.quiet, judge
@@ -149,7 +154,9 @@ def cmd_bench_scale(args: argparse.Namespace) -> int:
             f"({row['ratio_to_embedding_only']:.2f}x embedding alone, "
             f"{row['embedding_only_facts_per_s']:.1f} facts/s), query p50 "
             f"{lat['through_query_worker']['p50']:.1f} ms p95 "
-            f"{lat['through_query_worker']['p95']:.1f} ms, graph p50 {lat['graph']['p50']:.1f} ms"
+            f"{lat['through_query_worker']['p95']:.1f} ms, graph p50 {lat['graph']['p50']:.1f} "
+            f"ms, lexical p50 {lat['lexical']['p50']:.2f} ms, primary p50 "
+            f"{lat['primary']['p50']:.2f} ms"
         )
         if "cold_open" in row:
             cold = row["cold_open"]
@@ -219,6 +226,13 @@ def cmd_bench_report(args: argparse.Namespace) -> int:
         paths.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
     if not paths:
         raise InvalidInput("no result files given")
-    markdown, plot = write_report(paths, Path(args.out))
+    folds: dict[str, list[str]] = {}
+    for spec in args.fold:
+        name, _, members = spec.partition("=")
+        conversations = [m.strip() for m in members.split(",") if m.strip()]
+        if not name or not conversations:
+            raise InvalidInput(f"--fold {spec!r}: expected NAME=conv-a,conv-b")
+        folds[name] = conversations
+    markdown, plot = write_report(paths, Path(args.out), folds)
     print(f"wrote {markdown} and {plot}")
     return 0

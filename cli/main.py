@@ -166,7 +166,15 @@ def _bench_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--variant",
         action="append",
         default=[],
-        help="full, flat, no-graph, no-profile, raw-turns or all (repeatable; default all)",
+        help="full, flat, no-graph, no-profile, hybrid-bm25, raw-turns or all (repeatable; "
+        "default all)",
+    )
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only the conversation of this file stem, e.g. conv-26 (repeatable): a fold",
     )
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--answer", action="store_true", help="also answer and score F1 and BLEU-1")
@@ -185,6 +193,14 @@ def _bench_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = bench.add_parser("report", help="markdown table and PNG plot from result files")
     p.add_argument("results", nargs="+", help="result files or directories of them")
     p.add_argument("--out", required=True, help="directory for report.md and the plot")
+    p.add_argument(
+        "--fold",
+        action="append",
+        default=[],
+        metavar="NAME=CONV,CONV",
+        help="also the recall on these conversations alone (repeatable), e.g. "
+        "A=conv-26,conv-41",
+    )
     p.set_defaults(func=cmd_bench_report)
 
 

@@ -132,19 +132,26 @@ def test_bench_locomo_and_report_on_an_unseen_conversation(tmp_path: Path) -> No
     bench = run(
         tmp_path / "data",
         "bench", "locomo", "--conversations", str(conversations), "--variant", "full",
-        "--variant", "raw-turns", "--k", "2", "--answer", "--out", str(out),
+        "--variant", "raw-turns", "--variant", "hybrid-bm25", "--k", "2", "--answer",
+        "--out", str(out),
     )  # fmt: skip
     assert bench.returncode == 0, bench.stderr
     full = json.loads((out / "locomo_full.json").read_text(encoding="utf-8"))
     raw = json.loads((out / "locomo_raw-turns.json").read_text(encoding="utf-8"))
+    hybrid = json.loads((out / "locomo_hybrid-bm25.json").read_text(encoding="utf-8"))
     assert full["summary"]["overall"]["questions"] == 3 == raw["summary"]["overall"]["questions"]
+    assert hybrid["summary"]["overall"]["questions"] == 3
+    assert "lexical" in full["latency_ms"]
+    # the baseline ranks the facts memory holds, with their source turns
+    fact_ids = {h["fact_id"] for row in full["questions"] for h in row["retrieved"]}
+    assert fact_ids & {h["fact_id"] for row in hybrid["questions"] for h in row["retrieved"]}
     assert full["ingest"]["sessions"] == 2 and full["ingest"]["facts"] >= 3
     assert full["latency_ms"]["total"]["p50"] > 0 and "graph" in full["latency_ms"]
     first = full["questions"][0]
     assert (first["conversation"], first["index"], first["category"]) == ("tiny", 0, 4)
     assert 0 < len(first["retrieved"]) <= 2 and "f1" in first
     # the recall in the file is what its retrieved turn ids give
-    for row in full["questions"] + raw["questions"]:
+    for row in full["questions"] + raw["questions"] + hybrid["questions"]:
         covered = {t for r in row["retrieved"] for t in r["dia_ids"]}
         assert row["recall"] == len(covered & set(row["evidence"])) / len(set(row["evidence"]))
     again = run(

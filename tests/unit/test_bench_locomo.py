@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -12,11 +14,15 @@ from bench.locomo import (
     check_variants,
     load_conversations,
     result_document,
+    run_hybrid_bm25,
     run_raw_turns,
     summarize,
 )
 from bench.metrics import bleu1, f1, percentiles, recall_at_k
 from common.errors import InvalidInput
+from common.models.memory import Fact, FactSource, FactTime
+from common.settings import SimilaritySettings
+from common.store.space_index import SpaceIndex
 
 CONVERSATION = {
     "sample_id": "tiny",
@@ -110,7 +116,17 @@ def test_bad_inputs_are_refused_with_the_file_named(tmp_path: Path) -> None:
         load_conversations(tmp_path, tmp_path / "facts")
     with pytest.raises(InvalidInput, match="unknown variant"):
         check_variants(["fulll"])
-    assert check_variants([]) == ["full", "flat", "no-graph", "no-profile", "raw-turns"]
+    assert check_variants([]) == [
+        "full",
+        "flat",
+        "no-graph",
+        "no-profile",
+        "hybrid-bm25",
+        "raw-turns",
+    ]
+    with pytest.raises(InvalidInput, match="no conversation named 'conv-99'"):
+        load_conversations(tmp_path, None, ["conv-99"])
+    assert [c.name for c in load_conversations(tmp_path, None, ["x"])] == ["x"]
 
 
 def test_answer_scores() -> None:
@@ -145,3 +161,41 @@ def test_llm_summary_totals_and_rates() -> None:
     assert out["per_turn"]["calls"] == 2.0 and out["per_turn"]["prompt_tokens"] == 400.0
     assert out["by_stage"]["verify"]["calls"] == 2
     assert llm_summary({"llm.verify.skipped": 3}, 4, "per_turn") is None  # no model called
+
+
+def _fact(fid: str, text: str, turn: str) -> Fact:
+    return Fact(
+        id=fid,
+        tenant="t",
+        space="tiny",
+        text=text,
+        participants=["Ana"],
+        keywords=[],
+        time=FactTime(session=datetime(2023, 5, 8, 13, 0)),
+        source=FactSource(session_id="s", session_seq=0, turn_ids=[turn], positions=[1]),
+    )
+
+
+def test_hybrid_bm25_fuses_dense_and_bm25_ranks(conv_dir: Path) -> None:
+    (conv,) = load_conversations(conv_dir, None)
+    index = SpaceIndex(tenant="t", space="tiny", dimension=len(WORDS))
+    texts = {
+        "f1": ("Ana adopted a cat named Miso.", "D1:1"),
+        "f2": ("Ben is training for a marathon.", "D1:2"),
+        "f3": ("Miso the cat broke a vase.", "D2:1"),
+        "f4": ("The marathon is in Boston.", "D2:2"),
+    }
+    for fid, (text, turn) in texts.items():
+        index.put_fact(_fact(fid, text, turn), encode([text])[0])
+    ctx = SimpleNamespace(index=lambda t, s: index, embedder=SimpleNamespace(encode=encode))
+    rows, stages = run_hybrid_bm25(ctx, "t", [conv], 2, True, SimilaritySettings())  # type: ignore
+    assert set(stages) == {"embedding", "primary", "total"}
+    # "vase": dense ranks f3 (the only vase), then f1, f2, f4 in row order; BM25 finds only
+    # f3. Fused: f3 1/61 + 1/61, f1 1/62.
+    vase = rows[2]
+    assert [r["fact_id"] for r in vase["retrieved"]] == ["f3", "f1"]
+    assert [r["score"] for r in vase["retrieved"]] == [round(2 / 61, 6), round(1 / 62, 6)]
+    assert vase["recall"] == 0.5  # D2:1 of D2:1 and D9:9
+    # "cat": dense ties f1 and f3 (one cat each), BM25 ties them too: row order keeps f1 first
+    assert [r["dia_ids"] for r in rows[0]["retrieved"]] == [["D1:1"], ["D2:1"]]
+    assert rows[0]["recall"] == 1.0

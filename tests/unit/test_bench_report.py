@@ -82,8 +82,8 @@ def test_render_markdown_numbers_and_sections(two_files: list[Path]) -> None:
         assert f"{row['single_hop']:.2f}" in md
     assert "| *paper FLAT* | 72.18 | 41.75 | 79.89 | 42.46 | — | — |" in md
     assert "## Latency (ms)" in md
-    assert "| full | 39.10 | 50.20 | 3.25 | 7.50 |" in md
-    assert "| flat | 12.00 | 15.50 | — | — |" in md
+    assert "| full | 39.10 | 50.20 | — | — | 3.25 | 7.50 |" in md  # no lexical timing here
+    assert "| flat | 12.00 | 15.50 | — | — | — | — |" in md
     assert "51.40" in md
     assert "atommem bench locomo --variant full" in md
     assert "```" in md
@@ -147,3 +147,21 @@ def test_answers_and_llm_usage_are_reported_when_present() -> None:
 def test_no_answer_or_llm_sections_without_them() -> None:
     text = render_markdown([result("full", 60.0)])
     assert "## Answers" not in text and "## LLM calls" not in text
+
+
+def test_folds_are_scored_from_the_question_rows() -> None:
+    def row(conv: str, category: int, recall: float) -> dict[str, object]:
+        return {"conversation": conv, "category": category, "recall": recall}
+
+    result = {
+        "variant": "full",
+        "summary": {"overall": {"recall": 50.0, "questions": 4}},
+        "questions": [row("c1", 4, 1.0), row("c1", 1, 0.5), row("c2", 4, 0.0), row("c3", 2, 1.0)],
+        "_source": "full.json",
+    }
+    md = render_markdown([result], {"A": ["c1"], "B": ["c2", "c3"]})
+    assert "## Fold A: c1" in md and "## Fold B: c2, c3" in md
+    assert "| full | 100.00 | 50.00 | — | — | 75.00 | 2 |" in md
+    assert "| full | 0.00 | — | 100.00 | — | 50.00 | 2 |" in md
+    with pytest.raises(InvalidInput, match="no question of fold C"):
+        render_markdown([result], {"C": ["c9"]})
