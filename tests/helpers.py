@@ -14,7 +14,7 @@ from common.memory.context import MemoryContext
 from common.models import ids
 from common.models.drafts import DraftFact
 from common.models.jobs import Job
-from common.models.memory import TimeRange
+from common.models.memory import Fact, FactSource, FactTime, TimeRange
 from common.models.session import SessionInput, SessionRecord, Turn
 from common.settings import EmbeddingSettings, Settings, StoreSettings
 from common.store import records
@@ -84,6 +84,27 @@ def make_ctx(
     OPEN_STORES.append(ctx.store)
     records.create_space(ctx.store, "t", "s")
     return ctx
+
+
+def stored_fact(
+    fid: str,
+    text: str,
+    keywords: list[str] | None = None,
+    participants: tuple[str, ...] = ("Priya",),
+    turn: str = "s1:1",
+    space: str = "s",
+) -> Fact:
+    """A fact as memory holds it, from one turn of one session on 8 May 2023."""
+    return Fact(
+        id=fid,
+        tenant="t",
+        space=space,
+        text=text,
+        participants=list(participants),
+        keywords=keywords or [],
+        time=FactTime(session=datetime(2023, 5, 8, 12, 0)),
+        source=FactSource(session_id="s1", session_seq=0, turn_ids=[turn], positions=[1]),
+    )
 
 
 def session_record(session_id: str, seq: int, when: datetime, people: list[str]) -> SessionRecord:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -20,9 +19,9 @@ from bench.locomo import (
 )
 from bench.metrics import bleu1, f1, percentiles, recall_at_k
 from common.errors import InvalidInput
-from common.models.memory import Fact, FactSource, FactTime
 from common.settings import SimilaritySettings
 from common.store.space_index import SpaceIndex
+from tests.helpers import stored_fact
 
 CONVERSATION = {
     "sample_id": "tiny",
@@ -163,19 +162,6 @@ def test_llm_summary_totals_and_rates() -> None:
     assert llm_summary({"llm.verify.skipped": 3}, 4, "per_turn") is None  # no model called
 
 
-def _fact(fid: str, text: str, turn: str) -> Fact:
-    return Fact(
-        id=fid,
-        tenant="t",
-        space="tiny",
-        text=text,
-        participants=["Ana"],
-        keywords=[],
-        time=FactTime(session=datetime(2023, 5, 8, 13, 0)),
-        source=FactSource(session_id="s", session_seq=0, turn_ids=[turn], positions=[1]),
-    )
-
-
 def test_hybrid_bm25_fuses_dense_and_bm25_ranks(conv_dir: Path) -> None:
     (conv,) = load_conversations(conv_dir, None)
     index = SpaceIndex(tenant="t", space="tiny", dimension=len(WORDS))
@@ -186,7 +172,7 @@ def test_hybrid_bm25_fuses_dense_and_bm25_ranks(conv_dir: Path) -> None:
         "f4": ("The marathon is in Boston.", "D2:2"),
     }
     for fid, (text, turn) in texts.items():
-        index.put_fact(_fact(fid, text, turn), encode([text])[0])
+        index.put_fact(stored_fact(fid, text, turn=turn, space="tiny"), encode([text])[0])
     ctx = SimpleNamespace(index=lambda t, s: index, embedder=SimpleNamespace(encode=encode))
     rows, stages = run_hybrid_bm25(ctx, "t", [conv], 2, True, SimilaritySettings())  # type: ignore
     assert set(stages) == {"embedding", "primary", "total"}

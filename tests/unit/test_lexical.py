@@ -2,16 +2,16 @@
 and erasure, and odd input that contributes nothing instead of failing."""
 
 from collections import Counter
-from datetime import datetime
 
 import numpy as np
 import pytest
 
-from common.models.memory import Fact, FactSource, FactTime
+from common.models.memory import Fact
 from common.settings import SimilaritySettings
 from common.similarity import TextQuery
 from common.store.space_index import SpaceIndex
 from common.text.lexical import MAX_TERMS, Bm25, document_terms, query_terms, terms
+from tests.helpers import stored_fact
 
 K1, B = 1.2, 0.75
 BM25 = SimilaritySettings(alpha=0.7, beta=0.3, lexical="bm25", bm25_k1=K1, bm25_b=B)
@@ -152,16 +152,7 @@ def vec(*xs: float) -> np.ndarray:
 
 
 def fact(fid: str, text: str, keywords: list[str] | None = None) -> Fact:
-    return Fact(
-        id=fid,
-        tenant="t",
-        space="s",
-        text=text,
-        participants=["Priya"],
-        keywords=keywords or [],
-        time=FactTime(session=datetime(2023, 5, 8, 12, 0)),
-        source=FactSource(session_id="s1", session_seq=0, turn_ids=["s1:1"], positions=[1]),
-    )
+    return stored_fact(fid, text, keywords)
 
 
 @pytest.fixture
