@@ -198,8 +198,7 @@ def _bench_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="append",
         default=[],
         metavar="NAME=CONV,CONV",
-        help="also the recall on these conversations alone (repeatable), e.g. "
-        "A=conv-26,conv-41",
+        help="also the recall on these conversations alone (repeatable), e.g. A=conv-26,conv-41",
     )
     p.set_defaults(func=cmd_bench_report)
 
