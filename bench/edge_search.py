@@ -62,7 +62,7 @@ def _build(root: Path, n: int, rng: np.random.Generator) -> tuple[qe.EdgeShard, 
             people = ["Ava"] if i % 2 else ["Noah"]
             payload = {"tenant": "t", "space": "s", "_kind": "facts", "keywords": keywords}
             points.append(qe.Point(str(uuid.uuid4()), {"dense": vectors[i]}, payload))
-            index.upsert(f"f{i}", _Row(people), vectors[i], keywords)
+            index.upsert(f"f{i}", _Row(people), vectors[i], keywords, " ".join(keywords))
         shard.update(qe.UpdateOperation.upsert_points(points))
     shard.flush()
     return shard, index

@@ -64,7 +64,10 @@ class KindIndex(Generic[R]):
         # the last query's lexical scores, while nothing changed: the recall stages of one
         # question read them several times
         self._lexical_memo: tuple[Hashable, np.ndarray] | None = None
-        self.mutations = 0  # moves on every upsert and removal: keys derived caches
+        # Moves when an upsert or a removal begins and again when it ends (odd while one is
+        # under way): keys the derived caches, and a reader that overlapped a write (another
+        # thread of the same worker) keeps nothing it computed then.
+        self.mutations = 0
         # Cosines of a batch of vectors against the rows that existed when it was primed
         # (`prime`), and the rows rewritten since: a commit stage compares every draft with
         # the whole space, and one matrix product for the batch reads the matrix once.
@@ -108,12 +111,21 @@ class KindIndex(Generic[R]):
         self._start = np.concatenate([self._start, pad])
         self._end = np.concatenate([self._end, pad])
 
+    def __getstate__(self) -> dict[str, object]:
+        """A saved index (common/store/snapshots.py) holds no per-query cache: the last
+        query's text stays in memory only."""
+        state = dict(self.__dict__)
+        state["_lexical_memo"] = None
+        state["_primed"] = None
+        state["_rewritten"] = set()
+        return state
+
     def _unindex(self, row: int) -> None:
         self.lexicon.clear(row)
         for kw in self._kw[row]:
-            self.kw_postings.get(kw, set()).discard(row)
+            _discard(self.kw_postings, kw, row)
         for person in self._people(self.records[row]):
-            self.people_postings.get(person, set()).discard(row)
+            _discard(self.people_postings, person, row)
 
     def upsert(
         self,
@@ -121,8 +133,9 @@ class KindIndex(Generic[R]):
         record: R,
         vector: np.ndarray,
         keywords: Collection[str],
-        text: str = "",
+        text: str,
     ) -> None:
+        """Add or replace a row; `text` and `keywords` are what BM25 indexes for it."""
         self.mutations += 1
         row = self.rows.get(item_id)
         if row is None:
@@ -134,7 +147,8 @@ class KindIndex(Generic[R]):
             self.records.append(record)
             self._kw.append(frozenset())
         else:
-            self._unindex(row)
+            if self.alive[row]:
+                self._unindex(row)
             self.records[row] = record
             if self._primed is not None and row < self._primed[0]:
                 self._rewritten.add(row)
@@ -151,14 +165,25 @@ class KindIndex(Generic[R]):
         self.lexicon.set(row, document_terms(text, keywords))
         for person in self._people(record):
             self.people_postings.setdefault(person, set()).add(row)
+        self._lexical_memo = None
+        self.mutations += 1
 
     def remove(self, item_id: str) -> None:
+        """Take a row out and forget its content (text, keywords, vector): an erased record
+        leaves nothing in memory that a saved index would keep. Its id keeps its row, so a
+        later upsert of the same id revives it."""
         row = self.rows.get(item_id)
         if row is None or not self.alive[row]:
             return
         self.mutations += 1
         self._unindex(row)
         self.alive[row] = False
+        self.records[row] = cast(R, None)
+        self._kw[row] = frozenset()
+        self._kw_len[row] = 0
+        self._matrix[row] = 0.0
+        self._lexical_memo = None
+        self.mutations += 1
 
     def prime(self, vectors: np.ndarray) -> None:
         """Compute the cosines of `vectors` (one per row) against every row now, in one
@@ -244,16 +269,18 @@ class KindIndex(Generic[R]):
 
     def lexical(self, query: TextQuery, weights: SimilaritySettings) -> np.ndarray:
         """The lexical channel of S_h for every row, as `weights.lexical` chooses."""
-        key = (self.mutations, query, weights.lexical, weights.bm25_k1, weights.bm25_b)
+        before = self.mutations
+        key = (before, query, weights.lexical, weights.bm25_k1, weights.bm25_b)
         memo = self._lexical_memo
-        if memo is not None and memo[0] == key:
+        if memo is not None and memo[0] == key and memo[1].size == len(self.ids):
             return memo[1]
         if weights.lexical == "jaccard":
             scores = self.jaccard(query.keywords)
         else:
             scores = self.bm25(query, weights)
         scores.setflags(write=False)
-        self._lexical_memo = (key, scores)
+        if before % 2 == 0 and self.mutations == before and scores.size == len(self.ids):
+            self._lexical_memo = (key, scores)  # no write overlapped the computation
         return scores
 
     def hybrid(
@@ -284,6 +311,16 @@ class KindIndex(Generic[R]):
         return [
             Scored(self.ids[rows[i]], float(score[i]), float(cos[i]), float(lex[i])) for i in order
         ]
+
+
+def _discard(postings: dict[str, set[int]], key: str, row: int) -> None:
+    """`row` out of `key`'s posting, and the key out of the postings once nothing holds it
+    (an erased record's keywords and names do not outlive it)."""
+    rows = postings.get(key)
+    if rows is not None:
+        rows.discard(row)
+        if not rows:
+            del postings[key]
 
 
 def _key(vector: np.ndarray) -> bytes:
@@ -358,6 +395,18 @@ class SpaceIndex:
     def fact_arrays(self) -> FactArrays:
         """The graph stage's array view of the facts, rebuilt after any change to them."""
         return self.derived("fact-arrays", None, lambda: FactArrays(self.facts))
+
+    def __getstate__(self) -> dict[str, object]:
+        """A saved index keeps only the derived structures of its present state: one built
+        before an erasure could still name what was erased."""
+        state = dict(self.__dict__)
+        now = (self.facts.mutations, self.events.mutations)
+        state["_derived"] = {
+            name: cached
+            for name, cached in self._derived.items()
+            if cast(tuple[Any, ...], cached[0])[:2] == now
+        }
+        return state
 
     def derived(self, name: str, key: Hashable, build: Callable[[], T]) -> T:
         """A structure computed from this index (and `key`, e.g. the settings it used), kept

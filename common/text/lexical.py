@@ -1,9 +1,12 @@
 """The lexical channel: BM25 over normalised terms, with IDF over the space it indexes.
 
-Terms are the word tokens of a text, case-folded, stop words out, Latin-script words
-reduced to their Snowball stem (the keywords' match key), so "playing", "plays" and "play"
-are one term. A text with no such token (only stop words, punctuation or emoji) has no
-terms and scores 0 everywhere: the dense score ranks alone.
+Terms are the word tokens of a text (letters and digits, with their combining marks, so
+Devanagari or vowelled Arabic words stay whole), case-folded, stop words out. Latin-script
+words lose their accents and are reduced to their Snowball stem (the keywords' match key),
+so "playing", "plays" and "play" are one term, and "café" and "cafe" another. Scripts
+written without spaces (Chinese, Japanese, Thai) give one term per run of characters, which
+rarely matches: the dense score ranks them. A text with no term (only stop words,
+punctuation or emoji) scores 0 everywhere, and is not counted as a document.
 
 `Bm25` keeps the postings of one kind of record incrementally (rows are the space index's
 row numbers), so IDF and the average length always describe the live rows. Its scores,
@@ -14,8 +17,9 @@ for a query's terms q and a row d of length |d| among N live rows with average l
     L(q,d)    = min(1, BM25(q,d) / Σ_{t∈q} idf(t))
 
 L is the IDF-weighted share of the query's terms the row holds: 1 when a row of average
-length holds every query term once. It sits on the scale of the paper's keyword Jaccard, so
-S_h = α·cos + β·L keeps the meaning of the thresholds that read it.
+length holds every query term once. It is on the [0, 1] scale of the paper's keyword Jaccard,
+so S_h = α·cos + β·L stays in the range its thresholds read; it scores close paraphrases
+higher than Jaccard did (bench/README.md, "The lexical channel").
 """
 
 from __future__ import annotations
@@ -29,9 +33,23 @@ import numpy as np
 
 from common.text.keywords import STOPWORDS, match_key
 
-# Word tokens in any script: runs of letters and digits (no underscore, no apostrophe, so
-# "Caroline's" gives "caroline" and a dropped "s").
-_WORD = re.compile(r"[^\W_]+")
+
+def _marks() -> str:
+    """The combining marks of the Basic Multilingual Plane as a character class body:
+    Python's \\w leaves them out, and words of many scripts carry them inside."""
+    ranges: list[tuple[int, int]] = []
+    for code in range(0x300, 0x10000):
+        if unicodedata.category(chr(code)) in ("Mn", "Mc", "Me"):
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+    return "".join(f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges)
+
+
+# Word tokens in any script: a letter or digit, then letters, digits and combining marks (no
+# underscore, no apostrophe, so "Caroline's" gives "caroline" and a dropped "s").
+_WORD = re.compile(rf"[^\W_](?:[^\W_]|[{_marks()}])*")
 _LATIN = re.compile(r"[a-z0-9]+")
 # Terms read from one text at most: a very long text costs a bounded amount and its tail
 # adds little a search would find only through it.
@@ -43,13 +61,21 @@ def terms(text: str, limit: int = MAX_TERMS) -> list[str]:
     """The text's terms in order (repeats kept, at most `limit`)."""
     out: list[str] = []
     for match in _WORD.finditer(unicodedata.normalize("NFKC", text).casefold()):
-        token = match.group()
+        token = _latin(match.group())
         if len(token) < 2 or len(token) > MAX_TOKEN_CHARS or token in STOPWORDS:
             continue
         out.append(match_key(token) if _LATIN.fullmatch(token) else token)
         if len(out) >= limit:
             break
     return out
+
+
+def _latin(token: str) -> str:
+    """A Latin-script word without its accents ("café" → "cafe"); other words as they are."""
+    if token.isascii():
+        return token
+    bare = "".join(c for c in unicodedata.normalize("NFKD", token) if not unicodedata.combining(c))
+    return bare if bare.isascii() else token
 
 
 def document_terms(text: str, keywords: Iterable[str] = ()) -> Counter[str]:
@@ -79,6 +105,8 @@ class Bm25:
         self._total = 0
         # (rows, term frequencies) of a term as arrays, dropped when the term's rows change
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        # Moves on every change: arrays built while one happened (another thread) are not kept
+        self._version = 0
 
     def __getstate__(self) -> dict[str, object]:
         """A saved index (common/store/snapshots.py) keeps the postings, not the cache."""
@@ -102,8 +130,12 @@ class Bm25:
         return float(np.log1p((n - df + 0.5) / (df + 0.5)))
 
     def set(self, row: int, counts: Counter[str]) -> None:
-        """Index `row` with these term frequencies, replacing what it held."""
+        """Index `row` with these term frequencies, replacing what it held. A row without
+        terms is not a document: it moves neither N nor the average length."""
         self.clear(row)
+        if not counts:
+            return
+        self._version += 1
         if row >= self._length.size:
             grown = np.zeros(max(self._length.size * 2, row + 1), dtype=np.float32)
             grown[: self._length.size] = self._length
@@ -121,6 +153,7 @@ class Bm25:
         counts = self._docs.pop(row, None)
         if counts is None:
             return
+        self._version += 1
         self._total -= int(self._length[row])
         self._length[row] = 0
         for term in counts:
@@ -134,12 +167,16 @@ class Bm25:
     def _posting(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         cached = self._arrays.get(term)
         if cached is None:
+            version = self._version
             posting = self._postings.get(term)
             if not posting:
                 return None
-            rows = np.fromiter(posting.keys(), dtype=np.int64, count=len(posting))
-            tfs = np.fromiter(posting.values(), dtype=np.float32, count=len(posting))
-            cached = self._arrays[term] = (rows, tfs)
+            pairs = list(posting.items())  # one read of the posting
+            rows = np.fromiter((r for r, _ in pairs), dtype=np.int64, count=len(pairs))
+            tfs = np.fromiter((t for _, t in pairs), dtype=np.float32, count=len(pairs))
+            cached = (rows, tfs)
+            if self._version == version:
+                self._arrays[term] = cached
         return cached
 
     def scores(self, query: Collection[str], n: int, k1: float, b: float) -> np.ndarray:

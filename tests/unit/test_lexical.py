@@ -140,6 +140,21 @@ def test_very_long_texts_are_cut() -> None:
 def test_non_latin_words_are_their_own_terms() -> None:
     assert terms("Он живёт в Москве. 東京タワー") == ["он", "живёт", "москве", "東京タワー"]
     assert terms("ΣΟΦΙΑ") == terms("σοφια")
+    # combining marks stay inside their word
+    assert terms("नमस्ते दुनिया") == ["नमस्ते", "दुनिया"]
+    assert terms("مَرْحَبًا بِكُم") == ["مَرْحَبًا", "بِكُم"]
+    # Latin words lose their accents before stemming
+    assert terms("Café cafés naïve") == ["cafe", "cafe", "naiv"]
+
+
+def test_posting_arrays_follow_new_rows() -> None:
+    bm25 = filled()
+    assert bm25.scores({"c"}, 4, K1, B)[3] == 0.0  # arrays of "c" cached
+    bm25.set(3, Counter(c=1, g=1))
+    assert bm25.scores({"c"}, 4, K1, B)[3] > 0
+    bm25.set(2, Counter(d=1))  # "c" leaves row 2
+    got = bm25.scores({"c"}, 4, K1, B)
+    assert got[2] == 0.0 and got[3] > 0
 
 
 # Through the space index: facts with texts, queries through TextQuery.
@@ -236,10 +251,10 @@ def test_facts_without_content_words_are_scored_zero() -> None:
     # no row has a term: no IDF, no average length, no score
     assert idx.facts.bm25(TextQuery.of("pottery"), BM25) == pytest.approx([0.0, 0.0])
     idx.put_fact(fact("e2", "pottery"), vec(0, 0, 1))
-    # the empty rows still count as documents (of length 0): avgdl 1/3, K(1) = 1.2·2.5 = 3,
-    # L = (idf · 2.2 / 4) / idf
-    assert idx.facts.lexicon.documents == 3
-    assert idx.facts.bm25(TextQuery.of("pottery"), BM25) == pytest.approx([0.0, 0.0, 0.55])
+    # rows without terms are not documents: N 1, avgdl 1, K(1) = 1.2, L = 2.2 / 2.2
+    assert idx.facts.lexicon.documents == 1
+    assert idx.facts.lexicon.average_length == pytest.approx(1.0)
+    assert idx.facts.bm25(TextQuery.of("pottery"), BM25) == pytest.approx([0.0, 0.0, 1.0])
 
 
 def test_the_papers_jaccard_stays_a_setting(index: SpaceIndex) -> None:
@@ -261,3 +276,67 @@ def test_a_saved_index_keeps_its_postings_and_drops_the_cache(index: SpaceIndex)
     assert loaded.facts.bm25(query, BM25) == pytest.approx(before)
     loaded.facts.remove("f2")
     assert loaded.facts.lexicon.df("kiln") == 0 and index.facts.lexicon.df("kiln") == 1
+
+
+def test_the_memo_is_keyed_by_the_bm25_settings(index: SpaceIndex) -> None:
+    query = TextQuery.of("vase kiln")
+    plain = index.facts.lexical(query, BM25)
+    saturated = index.facts.lexical(query, BM25.model_copy(update={"bm25_k1": 0.0}))
+    # k1 = 0: every matched term counts its IDF once: f2 holds both terms
+    assert saturated[2] == pytest.approx(1.0)
+    assert plain[2] != pytest.approx(saturated[2])
+
+
+def test_a_read_during_a_write_keeps_nothing_stale(index: SpaceIndex) -> None:
+    """A query in another thread can run while a commit upserts: what it computes then is
+    not kept, so the next read sees the write and the full number of rows."""
+    query = TextQuery.of("kiln")
+    lexicon = index.facts.lexicon
+    real_set = lexicon.set
+    seen: list[np.ndarray] = []
+
+    def set_and_read(row: int, counts: Counter[str]) -> None:
+        seen.append(index.facts.lexical(query, BM25))  # the row is there, not yet indexed
+        real_set(row, counts)
+
+    lexicon.set = set_and_read  # type: ignore[method-assign]
+    index.put_fact(fact("f3", "Priya cleaned the kiln."), vec(0, 1, 1))
+    lexicon.set = real_set  # type: ignore[method-assign]
+    assert seen[0][3] == 0.0
+    after = index.facts.lexical(query, BM25)
+    assert after.size == 4 and after[3] > 0
+
+
+def test_erased_text_leaves_the_saved_index(index: SpaceIndex) -> None:
+    import pickle
+
+    index.put_fact(
+        fact("f3", "Priya told Tom about her zorblax diagnosis.", ["zorblax"]), vec(0, 1, 1)
+    )
+    # verification queries with a fact's own text: the memo holds it
+    index.facts.hybrid(
+        vec(0, 1, 1), TextQuery.of("zorblax diagnosis", ["zorblax"]), BM25, index.facts.mask()
+    )
+    index.facts.remove("f3")
+    assert index.facts.lexicon.df("zorblax") == 0
+    assert "zorblax" not in index.facts.kw_postings
+    saved = pickle.dumps(index)
+    assert b"zorblax" not in saved and b"diagnosis" not in saved
+    index.put_fact(fact("f3", "Priya likes tea."), vec(0, 1, 1))  # the id can come back
+    assert index.facts.get("f3").text == "Priya likes tea."
+
+
+def test_search_reads_the_question_text_not_only_its_keywords(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The keywords of a question leave out numbers and names; BM25 reads its text."""
+    from common.retrieval.search import search
+    from tests.helpers import TableEncoder, make_ctx, unit
+
+    ctx = make_ctx(tmp_path, TableEncoder({"2019?": unit(1, 0, 0, 0)}))
+    ctx.settings.similarity = SimilaritySettings(alpha=0.3, beta=0.7)
+    index = ctx.index("t", "s")
+    index.put_fact(fact("near", "Priya went to a concert."), unit(1, 0, 0, 0))
+    index.put_fact(fact("year", "Priya hiked Zion in 2019."), unit(0, 1, 0, 0))
+    result = search(ctx, "t", "s", "2019?", k=2, mode="flat")
+    assert result.intent.keywords == []
+    assert [h.fact.id for h in result.hits] == ["year", "near"]
+    assert result.timings_ms["lexical"] >= 0

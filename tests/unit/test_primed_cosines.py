@@ -22,11 +22,11 @@ def test_primed_cosines_follow_appends_and_rewrites() -> None:
     rng = np.random.default_rng(3)
     index: KindIndex[_Row] = KindIndex(8, lambda row: row.participants)
     for i, v in enumerate(_unit(rng, 50)):
-        index.upsert(f"r{i}", _Row(), v, [])
+        index.upsert(f"r{i}", _Row(), v, [], "")
     drafts = _unit(rng, 4)
     index.prime(drafts)
-    index.upsert("new", _Row(), drafts[0], [])  # appended after priming
-    index.upsert("r7", _Row(), drafts[1], [])  # rewritten after priming
+    index.upsert("new", _Row(), drafts[0], [], "")  # appended after priming
+    index.upsert("r7", _Row(), drafts[1], [], "")  # rewritten after priming
     for vector in [*drafts, _unit(rng, 1)[0]]:  # the last one was never primed
         assert np.allclose(index.cosines(vector), index.matrix @ vector, atol=1e-6)
     assert np.isclose(index.cosines(drafts[1])[index.rows["r7"]], 1.0, atol=1e-6)
