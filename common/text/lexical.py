@@ -78,21 +78,22 @@ def _latin(token: str) -> str:
     return bare if bare.isascii() else token
 
 
+def _text_and_keyword_terms(text: str, keywords: Iterable[str]) -> list[str]:
+    found = terms(text)
+    for keyword in keywords:
+        found.extend(terms(keyword, limit=8))
+    return found
+
+
 def document_terms(text: str, keywords: Iterable[str] = ()) -> Counter[str]:
     """A record's term frequencies: its text, plus its keywords as a second field (an
     extractor's keyword need not occur in the text; one that does counts twice)."""
-    found = Counter(terms(text))
-    for keyword in keywords:
-        found.update(terms(keyword, limit=8))
-    return found
+    return Counter(_text_and_keyword_terms(text, keywords))
 
 
 def query_terms(text: str, keywords: Iterable[str] = ()) -> frozenset[str]:
     """A query's distinct terms: those of its text and of its keywords."""
-    found = set(terms(text))
-    for keyword in keywords:
-        found.update(terms(keyword, limit=8))
-    return frozenset(found)
+    return frozenset(_text_and_keyword_terms(text, keywords))
 
 
 class Bm25:
