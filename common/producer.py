@@ -134,6 +134,10 @@ class MemoryClient:
             raise JobNotFound(f"no job {job_id!r} for tenant {tenant!r}")
         return job
 
+    def recent_jobs(self, tenant: str, space: str | None = None, limit: int = 50) -> list[Job]:
+        """The tenant's newest jobs (of one space, when given), newest first."""
+        return self._jobs.recent_jobs(tenant, space, limit)
+
     def retry(self, tenant: str, job_id: str) -> Job:
         """Send a failed (or stuck) job again; ids are deterministic, so nothing doubles.
         A done job is left as it is."""
@@ -215,10 +219,19 @@ class MemoryClient:
         k: int | None,
         timeout: float,
         mode: str | None = None,
+        explain: bool = False,
     ) -> dict[str, Any]:
         # `mode` arrives as any string (CLI, bench): validation refuses one that is no recall mode
         body = QueryPayload.model_validate(
-            dict(enqueued_at=0.0, tenant=tenant, space=space, question=question, k=k, mode=mode)
+            dict(
+                enqueued_at=0.0,
+                tenant=tenant,
+                space=space,
+                question=question,
+                k=k,
+                mode=mode,
+                explain=explain,
+            )
         )
         return self._call(name, body, timeout)
 
@@ -230,9 +243,11 @@ class MemoryClient:
         k: int | None = None,
         timeout: float = 60.0,
         mode: str | None = None,
+        explain: bool = False,
     ) -> dict[str, Any]:
-        """Ranked facts; `mode` overrides the configured recall mode for this query."""
-        return self._query(TaskName.SEARCH, tenant, space, question, k, timeout, mode)
+        """Ranked facts; `mode` overrides the configured recall mode for this query;
+        `explain` adds the recall graph."""
+        return self._query(TaskName.SEARCH, tenant, space, question, k, timeout, mode, explain)
 
     def ask(
         self,
@@ -242,8 +257,9 @@ class MemoryClient:
         timeout: float = 60.0,
         k: int | None = None,
         mode: str | None = None,
+        explain: bool = False,
     ) -> dict[str, Any]:
-        return self._query(TaskName.ASK, tenant, space, question, k, timeout, mode)
+        return self._query(TaskName.ASK, tenant, space, question, k, timeout, mode, explain)
 
     def _call(self, name: TaskName, body: TaskPayload, timeout: float) -> dict[str, Any]:
         """Send a task and wait for its reply, then delete the reply from the result

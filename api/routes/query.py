@@ -16,9 +16,10 @@ router = APIRouter(
 
 @router.post("/search")
 def search(space: str, body: QueryBody, svc: ServicesDep, tenant: Tenant) -> SearchResponse:
-    """Ranked facts (text, source turn ids, each stage's score), events and profiles used."""
+    """Ranked facts (text, source turn ids, each stage's score), events and profiles used;
+    with `explain`, the recall graph: seeds, expanded facts and the edges by channel."""
     found = svc.client.search(
-        tenant, space, body.question, k=body.k, mode=body.mode,
+        tenant, space, body.question, k=body.k, mode=body.mode, explain=body.explain,
         timeout=svc.settings.api.query_timeout_s,
     )  # fmt: skip
     return SearchResponse.model_validate(found)
@@ -28,7 +29,7 @@ def search(space: str, body: QueryBody, svc: ServicesDep, tenant: Tenant) -> Sea
 def ask(space: str, body: QueryBody, svc: ServicesDep, tenant: Tenant) -> AskResponse:
     """An answer from memory with the facts it used."""
     answered = svc.client.ask(
-        tenant, space, body.question, k=body.k, mode=body.mode,
+        tenant, space, body.question, k=body.k, mode=body.mode, explain=body.explain,
         timeout=svc.settings.api.query_timeout_s,
     )  # fmt: skip
     return AskResponse.model_validate(answered)

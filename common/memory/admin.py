@@ -12,6 +12,7 @@ from common.memory.erase import ErasureReport, erase_facts, erase_session, erase
 from common.models import ids
 from common.models.jobs import AdminPayload, ReadPayload
 from common.models.memory import Event, Fact, Profile
+from common.models.responses import SessionSummary, StoredSession
 from common.store import records
 from common.store.coordination import ChunkParking, Coordination, JobStore
 from common.store.space_index import KindIndex
@@ -28,6 +29,8 @@ def read(ctx: MemoryContext, p: ReadPayload) -> dict[str, Any]:
     records.require_space(ctx.store, p.tenant, p.space)
     if p.what == "space":
         return _space(ctx, p.tenant, p.space)
+    if p.what in ("session", "sessions"):
+        return _sessions(ctx, p)
     index = ctx.index(p.tenant, p.space)
     if p.what in ("fact", "facts"):
         return _records(index.facts, p, "fact")
@@ -48,6 +51,28 @@ def _records(items: KindIndex[Record], p: ReadPayload, single: str) -> dict[str,
         "total": len(everything),
         "offset": p.offset,
         "items": [r.model_dump(mode="json") for r in page],
+    }
+
+
+def _sessions(ctx: MemoryContext, p: ReadPayload) -> dict[str, Any]:
+    """One stored session with its turns, or a page of them in session order."""
+    assert p.space is not None
+    if p.what == "session":
+        found = None
+        if p.item_id is not None:
+            found = records.get_session(ctx.store, p.tenant, p.space, p.item_id)
+        if found is None:
+            raise NotFound(f"no session {p.item_id!r} in space {p.space!r}")
+        return StoredSession.of(found).model_dump(mode="json")
+    stored = sorted(
+        records.list_sessions(ctx.store, p.tenant, p.space),
+        key=lambda r: (r.seq, r.session.session_id),
+    )
+    page = stored[p.offset : p.offset + p.limit]
+    return {
+        "total": len(stored),
+        "offset": p.offset,
+        "items": [SessionSummary.of(r).model_dump(mode="json") for r in page],
     }
 
 

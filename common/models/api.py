@@ -166,6 +166,9 @@ class QueryBody(Strict):
     question: str = Field(min_length=1, max_length=2000, json_schema_extra={"pattern": NOT_BLANK})
     k: int | None = Field(default=None, ge=1, le=100, strict=True)
     mode: Literal["full", "flat", "no-graph", "no-profile"] | None = None
+    explain: bool = Field(
+        default=False, strict=True, description="also return the recall graph (`graph`)"
+    )
 
     @field_validator("question")
     @classmethod

@@ -68,9 +68,21 @@ class QueryPayload(SpacePayload):
     question: str
     k: int | None = None
     mode: Literal["full", "flat", "no-graph", "no-profile"] | None = None
+    explain: bool = False
 
 
-ReadWhat = Literal["spaces", "space", "facts", "fact", "events", "event", "profiles", "profile"]
+ReadWhat = Literal[
+    "spaces",
+    "space",
+    "facts",
+    "fact",
+    "events",
+    "event",
+    "profiles",
+    "profile",
+    "sessions",
+    "session",
+]
 
 
 class ReadPayload(TaskPayload):

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from common.models.memory import FactTime, TimeRange
 
 AnswerStyle = Literal["factual", "temporal", "open"]
+Channel = Literal["keyword", "event", "turn"]
 
 
 class QueryIntent(BaseModel):
@@ -45,6 +46,35 @@ class EventHit(BaseModel):
     score: float
 
 
+class GraphNode(BaseModel):
+    fact_id: str
+    text: str
+    role: Literal["seed", "expanded"] = Field(
+        description="a seed came from the primary or compensatory stage; an expanded fact was "
+        "reached from the seeds through the graph"
+    )
+    activation: float = Field(description="its share of the random walk with restart")
+    rank: int | None = Field(description="its place in `hits` (0-based), or null")
+
+
+class GraphEdge(BaseModel):
+    source: str
+    target: str
+    channel: Channel
+    weight: float
+
+
+class RecallGraph(BaseModel):
+    """Why graph recall found what it did: the seeds, the strongest expanded facts, and the
+    edges between them by channel (the walk ran over `local_nodes` facts, `edges_total`
+    edges)."""
+
+    nodes: list[GraphNode]
+    edges: list[GraphEdge]
+    local_nodes: int
+    edges_total: int
+
+
 class SearchResponse(BaseModel):
     question: str
     intent: QueryIntent
@@ -54,6 +84,10 @@ class SearchResponse(BaseModel):
     timings_ms: dict[str, float]
     llm_usage: dict[str, int] = Field(
         default_factory=dict, description="model calls and tokens: `llm.<stage>.<what>`"
+    )
+    graph: RecallGraph | None = Field(
+        default=None,
+        description="with `explain`: the recall graph (null in the modes without one)",
     )
 
 

@@ -5,11 +5,13 @@ reads them back."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Generic, Literal, TypeVar
+from typing import Annotated, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, Field, field_serializer
 
-from common.models.memory import FactRevision, FactSource
+from common.models.jobs import Job
+from common.models.memory import SAID_AT, FactRevision, FactSource
+from common.models.session import SessionRecord, SessionStatus, Turn
 
 T = TypeVar("T")
 
@@ -35,6 +37,50 @@ class FactHistory(BaseModel):
     current: str
     history: list[FactRevision]
     provenance: list[FactSource] = Field(description="`source`, then each of `also_from`")
+
+
+class SessionSummary(BaseModel):
+    """A stored session: its place in the space, its commit state and what it added."""
+
+    session_id: str
+    seq: int
+    started_at: Annotated[datetime, SAID_AT]
+    participants: list[str]
+    turn_count: int
+    status: SessionStatus
+    job_id: str | None
+    stats: dict[str, int] = Field(description="what its commit did: facts in, stored, updates…")
+
+    @classmethod
+    def of(cls, record: SessionRecord) -> SessionSummary:
+        session = record.session
+        return cls(
+            session_id=session.session_id,
+            seq=record.seq,
+            started_at=session.started_at,
+            participants=session.participants,
+            turn_count=len(session.turns),
+            status=record.status,
+            job_id=record.job_id,
+            stats=record.stats,
+        )
+
+
+class StoredSession(SessionSummary):
+    """A stored session with its turns, as submitted."""
+
+    turns: list[Turn]
+
+    @classmethod
+    def of(cls, record: SessionRecord) -> StoredSession:
+        summary = SessionSummary.of(record).model_dump()
+        return cls(**summary, turns=record.session.turns)
+
+
+class JobList(BaseModel):
+    """A tenant's newest jobs, newest first."""
+
+    items: list[Job]
 
 
 class Erased(BaseModel):

@@ -61,6 +61,8 @@ class GraphResult:
     rows: list[int]  # fact rows of the local graph, seeds first
     activation: np.ndarray  # RWR activation per local node
     edges: int
+    # the local graph's weighted edges per channel (keyword, event, turn), in local order
+    channels: tuple[sp.csr_matrix, ...] = ()
 
 
 _EXPAND_BATCH = 8
@@ -344,7 +346,9 @@ class LocalGraph:
         activation = random_walk_with_restart(
             transition, restart, cfg.restart_prob, cfg.max_iter, cfg.tol
         )
-        return GraphResult(rows=local.tolist(), activation=activation, edges=edges)
+        return GraphResult(
+            rows=local.tolist(), activation=activation, edges=edges, channels=tuple(mats)
+        )
 
 
 def _turn_line(

@@ -16,8 +16,16 @@ from common.llm import usage
 from common.llm.contracts import Answer, EvidenceItem, QueryIntent
 from common.memory.context import MemoryContext
 from common.models.memory import Event, Fact, Profile, ProfileVersion
-from common.models.query import AskResponse, EventHit, ProfileHit, SearchHit, SearchResponse
-from common.retrieval.graph import LocalGraph
+from common.models.query import (
+    AskResponse,
+    EventHit,
+    ProfileHit,
+    RecallGraph,
+    SearchHit,
+    SearchResponse,
+)
+from common.retrieval.explain import recall_graph
+from common.retrieval.graph import GraphResult, LocalGraph
 from common.retrieval.ppr import fuse_ranks
 from common.similarity import TextQuery, hybrid_many
 from common.store import records
@@ -42,6 +50,7 @@ class SearchResult:
     events: list[tuple[Event, float]] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
     llm_usage: dict[str, int] = field(default_factory=dict)
+    graph: RecallGraph | None = None
 
 
 @dataclass
@@ -127,9 +136,10 @@ def associative(
     vector: np.ndarray,
     seeds: list[Hit],
     k: int,
-) -> list[Hit]:
+) -> tuple[list[Hit], GraphResult, int]:
     """Random walk with restart over the local graph around the seeds; the top k local
-    nodes by activation, or by activation fused with their own relevance (`final_ranking`)."""
+    nodes by activation, or by activation fused with their own relevance (`final_ranking`),
+    with the walk's graph and how many of its first nodes are seeds."""
     cfg = ctx.settings.graph
     ordered = sorted(seeds, key=lambda h: -h.score)[: cfg.max_seed_facts]
     rows = [index.facts.rows[h.fact.id] for h in ordered]
@@ -155,7 +165,7 @@ def associative(
         stages["graph"] = float(result.activation[i])
         stages["relevance"] = float(relevance[i])
         hits.append(Hit(fact, float(final[i]), stages))
-    return hits
+    return hits, result, len(rows)
 
 
 def search(
@@ -166,8 +176,10 @@ def search(
     k: int | None = None,
     now: datetime | None = None,
     mode: RecallMode | None = None,
+    explain: bool = False,
 ) -> SearchResult:
-    """The top-k facts for a question, with the events and profiles used and stage timings."""
+    """The top-k facts for a question, with the events and profiles used and stage timings;
+    with `explain`, also the recall graph (in the modes that walk one)."""
     if not question.strip():
         raise InvalidInput("the question is empty")
     clock = _Clock()
@@ -188,6 +200,7 @@ def search(
     clock.lap("lexical")
     fmask = _filtered(index, intent, "facts")
     events: list[tuple[Event, float]] = []
+    graph: RecallGraph | None = None
     if mode == "flat":
         ranked = index.facts.hybrid(vector, query, sim, fmask, k=k)
         hits = [Hit(index.facts.get(r.id), r.score, {"primary": r.score}) for r in ranked]
@@ -203,13 +216,17 @@ def search(
         if mode == "no-graph" or not seeds:
             hits = sorted(seeds, key=lambda h: -h.score)[:k]
         else:
-            hits = associative(ctx, index, intent, query, vector, seeds, k)
+            hits, walked, seeded = associative(ctx, index, intent, query, vector, seeds, k)
             clock.lap("graph")
+            if explain:
+                graph = recall_graph(index, walked, seeded, [h.fact.id for h in hits])
     profiles: list[tuple[Profile, Profile | ProfileVersion]] = []
     if intent.needs_profile and mode not in ("flat", "no-profile"):
         profiles = top_profiles(ctx, tenant, space, intent, query, vector, now.date())
         clock.lap("profiles")
-    return SearchResult(question, intent, hits, profiles, events, clock.done(), used.as_counts())
+    return SearchResult(
+        question, intent, hits, profiles, events, clock.done(), used.as_counts(), graph
+    )
 
 
 def top_profiles(
@@ -249,10 +266,11 @@ def ask(
     now: datetime | None = None,
     k: int | None = None,
     mode: RecallMode | None = None,
+    explain: bool = False,
 ) -> AskResult:
     """Search, then an answer from the configured backend with its evidence."""
     with usage.metered() as used:
-        result = search(ctx, tenant, space, question, k=k, now=now, mode=mode)
+        result = search(ctx, tenant, space, question, k=k, now=now, mode=mode, explain=explain)
         evidence = [
             EvidenceItem(fact_id=h.fact.id, text=h.fact.text, score=h.score, time=h.fact.time)
             for h in result.hits
@@ -286,6 +304,7 @@ def search_response(result: SearchResult) -> SearchResponse:
         events=[EventHit(event_id=e.id, summary=e.summary, score=s) for e, s in result.events],
         timings_ms=result.timings_ms,
         llm_usage=result.llm_usage,
+        graph=result.graph,
     )
 
 

@@ -17,6 +17,13 @@ JOB_PROGRESS = "atommem:jobs:progress"
 # Hash: open job → how often the sweep sent it again since it last really progressed.
 JOB_RESENDS = "atommem:jobs:resends"
 SWEEP = "atommem:sweep"
+# Jobs a tenant's listing shows, newest first: the most recent RECENT_JOBS of them.
+RECENT_JOBS = 10_000
+
+
+def recent_jobs(tenant: str) -> str:
+    """Sorted set: job id → when the job was created."""
+    return f"atommem:jobs:recent:{tenant}"
 
 
 def pending(tenant: str, space: str) -> str:

@@ -85,6 +85,41 @@ def test_the_whole_flow(acme: httpx.Client) -> None:
     assert one["history"][0]["t_to"]
 
 
+def test_sessions_jobs_and_the_recall_graph_can_be_read_back(acme: httpx.Client) -> None:
+    listed = acme.get("/v1/spaces/alice/sessions").json()
+    assert listed["total"] == 4
+    assert [s["session_id"] for s in listed["items"]] == ["s1", "s2", "s3", "s4"]
+    first = listed["items"][0]
+    assert first["status"] == "done" and first["turn_count"] == len(sessions()[0]["turns"])
+    assert first["stats"]["facts_in"] > 0
+    one = acme.get("/v1/spaces/alice/sessions/s1").json()
+    assert [t["text"] for t in one["turns"]] == [t["text"] for t in sessions()[0]["turns"]]
+    assert acme.get("/v1/spaces/alice/sessions/nope").status_code == 404
+
+    jobs = acme.get("/v1/jobs", params={"space": "alice"}).json()["items"]
+    assert {j["session_id"] for j in jobs} >= {"s1", "s2", "s3", "s4"}
+    created = [j["created_at"] for j in jobs]
+    assert created == sorted(created, reverse=True)
+    assert len(acme.get("/v1/jobs", params={"limit": 2}).json()["items"]) == 2
+    assert acme.get("/v1/jobs", params={"space": "no/such"}).status_code == 422
+
+    question = {"question": "What does Priya do on hikes?", "explain": True}
+    found = acme.post("/v1/spaces/alice/search", json=question).json()
+    graph = found["graph"]
+    hit_ids = [h["fact_id"] for h in found["hits"]]
+    nodes = {n["fact_id"]: n for n in graph["nodes"]}
+    assert set(hit_ids) <= set(nodes)  # every hit is drawn, with its place
+    assert [nodes[f]["rank"] for f in hit_ids] == list(range(len(hit_ids)))
+    assert {n["role"] for n in graph["nodes"]} == {"seed", "expanded"}
+    assert graph["edges"] and {e["channel"] for e in graph["edges"]} <= {"keyword", "event", "turn"}
+    assert all(e["source"] in nodes and e["target"] in nodes for e in graph["edges"])
+    assert graph["local_nodes"] >= len(graph["nodes"])
+    flat = acme.post("/v1/spaces/alice/search", json={**question, "mode": "flat"}).json()
+    assert flat["graph"] is None
+    plain = acme.post("/v1/spaces/alice/search", json={"question": question["question"]}).json()
+    assert plain["graph"] is None and [h["fact_id"] for h in plain["hits"]] == hit_ids
+
+
 def _routes(stack: Stack) -> set[tuple[str, str]]:
     spec = httpx.get(f"{stack.url}/openapi.json").json()
     return {
@@ -128,6 +163,8 @@ def test_another_tenant_gets_404_on_every_route(stack: Stack, acme: httpx.Client
         tried.add((method, path))
     assert len(tried) >= 14
     assert intruder.get("/v1/spaces").json()["items"] == []
+    assert intruder.get("/v1/jobs").json()["items"] == []
+    assert intruder.get("/v1/jobs", params={"space": "alice"}).json()["items"] == []
     # acme still has everything: nothing the intruder sent changed it
     assert acme.get(f"/v1/spaces/alice/facts/{fact['id']}").status_code == 200
     assert acme.get("/v1/spaces/alice").json()["counts"]["sessions"] == 4

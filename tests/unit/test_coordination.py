@@ -50,6 +50,7 @@ def _forget_tenant(client: redis.Redis, tenant: str) -> None:
     for pattern in (f"atommem:*:{tenant}:*", keys.queue_wait(f"{tenant}-*")):
         for key in client.scan_iter(pattern):
             client.delete(key)
+    client.delete(keys.recent_jobs(tenant), keys.recent_jobs(f"{tenant}-other"))
     for member in client.smembers(keys.OPEN_JOBS):
         if str(member).startswith(f"{tenant}\x1f"):
             client.srem(keys.OPEN_JOBS, member)
@@ -210,6 +211,29 @@ def test_a_deleted_job_and_a_forgotten_version_are_gone(opener: Opener, tenant: 
     c.versions.bump_version(tenant, "x")
     c.versions.forget(tenant, "x")
     assert c.versions.version(tenant, "x") == 0
+
+
+def test_recent_jobs_are_the_tenants_newest_first_and_forget_deleted_ones(
+    opener: Opener, tenant: str
+) -> None:
+    c = opener()
+    for n, space in enumerate(["a", "b", "a", "b", "a"]):
+        job = _job(tenant, f"j{n}").model_copy(update={"space": space, "created_at": 100.0 + n})
+        if n % 2:
+            c.jobs.put_job(job, "{}")
+        else:
+            assert c.jobs.claim_job(job, "{}") is None
+    other = _job(f"{tenant}-other", "x").model_copy(update={"created_at": 200.0})
+    c.jobs.put_job(other, "{}")
+    assert [j.job_id for j in c.jobs.recent_jobs(tenant, None, 10)] == [
+        "j4", "j3", "j2", "j1", "j0"
+    ]  # fmt: skip
+    assert [j.job_id for j in c.jobs.recent_jobs(tenant, "a", 2)] == ["j4", "j2"]
+    c.jobs.delete_job(tenant, "j4")
+    c.jobs.update_job(tenant, "j2", state="done")
+    again = opener().jobs.recent_jobs(tenant, "a", 10)
+    assert [(j.job_id, j.state) for j in again] == [("j2", "done"), ("j0", "queued")]
+    c.jobs.delete_job(f"{tenant}-other", "x")
 
 
 def test_a_parked_chunk_counts_once(opener: Opener, tenant: str) -> None:

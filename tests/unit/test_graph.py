@@ -334,3 +334,32 @@ def test_turn_edges_hold_for_every_accepted_session_order() -> None:
         assert graph.turn_neighbours(rows[2]) == {}
     result = graph.run([0], np.array([0.9]))
     assert len(result.rows) >= 2
+
+
+def test_the_explained_graph_shows_seeds_hits_and_their_edges_by_channel() -> None:
+    from common.retrieval.explain import recall_graph
+    from common.retrieval.graph import LocalGraph
+    from common.store.space_index import SpaceIndex
+
+    index = SpaceIndex(tenant="t", space="s", dimension=2)
+    for f in [
+        _fact(0, ["guitar", "lesson"], ["Ann"], 1, 1),
+        _fact(1, ["guitar", "concert"], ["Ann"], 3, 9),
+        _fact(2, ["weather"], ["Ann"], 1, 2),
+    ]:
+        index.put_fact(f, np.array([1.0, 0.0], dtype=np.float32))
+    result = LocalGraph(index, ["guitar"], CFG).run([0], np.array([0.9]))
+    graph = recall_graph(index, result, seeds=1, hit_ids=["f2", "f0"], max_nodes=2)
+    # the seed and both hits are shown although max_nodes is 2; f1 is neither
+    nodes = {n.fact_id: n for n in graph.nodes}
+    assert set(nodes) == {"f0", "f2"} and graph.local_nodes == 3
+    assert (nodes["f0"].role, nodes["f0"].rank) == ("seed", 1)
+    assert (nodes["f2"].role, nodes["f2"].rank, nodes["f2"].text) == ("expanded", 0, "fact 2")
+    assert [(e.source, e.target, e.channel) for e in graph.edges] == [("f0", "f2", "turn")]
+    assert graph.edges[0].weight == pytest.approx(math.exp(-1 / CFG.tau_turn))
+    wide = recall_graph(index, result, seeds=1, hit_ids=["f0"])
+    assert {n.fact_id for n in wide.nodes} == {"f0", "f1", "f2"}
+    assert {(e.source, e.target, e.channel) for e in wide.edges} == {
+        ("f0", "f2", "turn"),
+        ("f0", "f1", "keyword"),
+    }

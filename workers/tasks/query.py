@@ -25,7 +25,9 @@ def search(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     p = QueryPayload.model_validate(payload)
     observe_wait(Queue.QUERY, p.enqueued_at)
     try:
-        result = search_memory(runtime.context(), p.tenant, p.space, p.question, k=p.k, mode=p.mode)
+        result = search_memory(
+            runtime.context(), p.tenant, p.space, p.question, k=p.k, mode=p.mode, explain=p.explain
+        )
     except AtomMemError as exc:
         return failure(exc)
     return search_response(result).model_dump(mode="json")
@@ -37,7 +39,9 @@ def ask(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     p = QueryPayload.model_validate(payload)
     observe_wait(Queue.QUERY, p.enqueued_at)
     try:
-        result = ask_memory(runtime.context(), p.tenant, p.space, p.question, k=p.k, mode=p.mode)
+        result = ask_memory(
+            runtime.context(), p.tenant, p.space, p.question, k=p.k, mode=p.mode, explain=p.explain
+        )
     except AtomMemError as exc:
         return failure(exc)
     return ask_response(result).model_dump(mode="json")

@@ -28,6 +28,10 @@ class JobStore(Protocol):
         ...
 
     def delete_job(self, tenant: str, job_id: str) -> None: ...
+    def recent_jobs(self, tenant: str, space: str | None, limit: int) -> list[Job]:
+        """The tenant's newest jobs (of one space, when given), newest first."""
+        ...
+
     def touch(self, tenant: str, job_ids: list[str]) -> None:
         """Mark open jobs as making progress now (a task working on them is alive)."""
         ...
@@ -59,6 +63,8 @@ redis.call('set', KEYS[1], ARGV[1], 'EX', ARGV[3])
 redis.call('set', KEYS[2], ARGV[2], 'EX', ARGV[3])
 redis.call('sadd', KEYS[3], ARGV[4])
 redis.call('zadd', KEYS[4], ARGV[5], ARGV[4])
+redis.call('zadd', KEYS[5], ARGV[8], ARGV[6])
+redis.call('zremrangebyrank', KEYS[5], 0, -1 - ARGV[7])
 return false
 """
 
@@ -88,6 +94,8 @@ class RedisJobs:
         pipe.set(keys.job_payload(job.tenant, job.job_id), payload, ex=self._ttl)
         pipe.sadd(keys.OPEN_JOBS, member)
         pipe.zadd(keys.JOB_PROGRESS, {member: job.updated_at})
+        pipe.zadd(keys.recent_jobs(job.tenant), {job.job_id: job.created_at})
+        pipe.zremrangebyrank(keys.recent_jobs(job.tenant), 0, -1 - keys.RECENT_JOBS)
         pipe.execute()
 
     def claim_job(self, job: Job, payload: str) -> tuple[Job, str] | None:
@@ -97,6 +105,7 @@ class RedisJobs:
                 keys.job_payload(job.tenant, job.job_id),
                 keys.OPEN_JOBS,
                 keys.JOB_PROGRESS,
+                keys.recent_jobs(job.tenant),
             ],
             args=[
                 job.model_dump_json(),
@@ -104,6 +113,9 @@ class RedisJobs:
                 self._ttl,
                 _member(job.tenant, job.job_id),
                 job.updated_at,
+                job.job_id,
+                keys.RECENT_JOBS,
+                job.created_at,
             ],
         )
         if not found:
@@ -178,7 +190,27 @@ class RedisJobs:
         pipe.srem(keys.OPEN_JOBS, _member(tenant, job_id))
         pipe.zrem(keys.JOB_PROGRESS, _member(tenant, job_id))
         pipe.hdel(keys.JOB_RESENDS, _member(tenant, job_id))
+        pipe.zrem(keys.recent_jobs(tenant), job_id)
         pipe.execute()
+
+    def recent_jobs(self, tenant: str, space: str | None, limit: int) -> list[Job]:
+        out: list[Job] = []
+        at, batch = 0, max(limit, 100)
+        while len(out) < limit:
+            ids = [str(j) for j in self._r.zrevrange(keys.recent_jobs(tenant), at, at + batch - 1)]
+            if not ids:
+                break
+            at += len(ids)
+            raws = self._r.mget([keys.job(tenant, j) for j in ids])
+            expired = [j for j, raw in zip(ids, raws, strict=True) if raw is None]
+            if expired:  # the job's record expired (pipeline.job_ttl_s): drop it here too
+                self._r.zrem(keys.recent_jobs(tenant), *expired)
+                at -= len(expired)
+            for raw in raws:
+                job = Job.model_validate_json(raw) if raw else None
+                if job is not None and (space is None or job.space == space):
+                    out.append(job)
+        return out[:limit]
 
 
 class SqliteJobs:
@@ -242,6 +274,14 @@ class SqliteJobs:
 
     def delete_job(self, tenant: str, job_id: str) -> None:
         self._j.run("DELETE FROM jobs WHERE tenant=? AND job_id=?", tenant, job_id)
+
+    def recent_jobs(self, tenant: str, space: str | None, limit: int) -> list[Job]:
+        jobs = [
+            Job.model_validate_json(r[0])
+            for r in self._j.rows("SELECT body FROM jobs WHERE tenant=?", tenant)
+        ]
+        jobs = [j for j in jobs if space is None or j.space == space]
+        return sorted(jobs, key=lambda j: (-j.created_at, j.job_id))[:limit]
 
     def touch(self, tenant: str, job_ids: list[str]) -> None:
         for job_id in job_ids:
