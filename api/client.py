@@ -9,6 +9,7 @@
     mem.ask("alice", "Where does Priya live?").answer
     facts = mem.get_all("alice")               # every Fact (or kind="events"/"profiles")
     mem.history("alice", facts[0].id); mem.delete("alice", fact_id=facts[0].id)
+    mem.sessions("alice"); mem.jobs("alice")  # stored sessions in order; newest jobs
 
 Replies are the server's pydantic models (`Job`, `SearchResponse`, `Fact`, `Space`, ...).
 `AsyncAtomMem` has the same methods as coroutines. Errors raise `ApiError` subclasses that
@@ -35,7 +36,16 @@ from common.errors import AtomMemError
 from common.models.jobs import FINISHED, Job
 from common.models.memory import Event, Fact, Profile
 from common.models.query import AskResponse, SearchResponse
-from common.models.responses import ErasureReceipt, FactHistory, Page, Space, SpaceList
+from common.models.responses import (
+    ErasureReceipt,
+    FactHistory,
+    JobList,
+    Page,
+    SessionSummary,
+    Space,
+    SpaceList,
+    StoredSession,
+)
 
 Kind = Literal["facts", "events", "profiles"]
 RECORDS: dict[Kind, type[Fact] | type[Event] | type[Profile]] = {
@@ -138,12 +148,14 @@ def _session(session: dict[str, Any] | BaseModel) -> dict[str, Any]:
     return session
 
 
-def _query(question: str, k: int | None, mode: str | None) -> dict[str, Any]:
+def _query(question: str, k: int | None, mode: str | None, explain: bool) -> dict[str, Any]:
     body: dict[str, Any] = {"question": question}
     if k is not None:
         body["k"] = k
     if mode is not None:
         body["mode"] = mode
+    if explain:
+        body["explain"] = True
     return body
 
 
@@ -180,12 +192,27 @@ class Calls:
         return Call("GET", path("jobs", job_id))
 
     @staticmethod
-    def search(space: str, question: str, k: int | None, mode: str | None) -> Call:
-        return Call("POST", path("spaces", space, "search"), json=_query(question, k, mode))
+    def jobs(space: str | None, limit: int) -> Call:
+        params: dict[str, Any] = {"limit": limit} | ({"space": space} if space else {})
+        return Call("GET", path("jobs"), params=params)
 
     @staticmethod
-    def ask(space: str, question: str, k: int | None, mode: str | None) -> Call:
-        return Call("POST", path("spaces", space, "ask"), json=_query(question, k, mode))
+    def sessions(space: str, offset: int) -> Call:
+        params = {"limit": PAGE, "offset": offset}
+        return Call("GET", path("spaces", space, "sessions"), params=params)
+
+    @staticmethod
+    def session(space: str, session_id: str) -> Call:
+        return Call("GET", path("spaces", space, "sessions", session_id))
+
+    @staticmethod
+    def search(space: str, question: str, k: int | None, mode: str | None, explain: bool) -> Call:
+        body = _query(question, k, mode, explain)
+        return Call("POST", path("spaces", space, "search"), json=body)
+
+    @staticmethod
+    def ask(space: str, question: str, k: int | None, mode: str | None, explain: bool) -> Call:
+        return Call("POST", path("spaces", space, "ask"), json=_query(question, k, mode, explain))
 
     @staticmethod
     def page(space: str, kind: Kind, offset: int) -> Call:
@@ -233,10 +260,10 @@ class _Waiting:
 
 
 class _Pages:
-    """The bookkeeping of `get_all`."""
+    """The bookkeeping of `get_all` (and of `sessions`)."""
 
-    def __init__(self, kind: Kind) -> None:
-        self.page = PAGES[kind]
+    def __init__(self, page: type[Page[Any]]) -> None:
+        self.page = page
         self.items: list[Any] = []
 
     def add(self, reply: Any) -> bool:
@@ -310,15 +337,42 @@ class AtomMem:
                 return done
             time.sleep(poll)
 
+    def jobs(self, space: str | None = None, limit: int = 50) -> list[Job]:
+        """The tenant's newest jobs (of one space, when given), newest first."""
+        return JobList.model_validate(self._do(Calls.jobs(space, limit))).items
+
+    def sessions(self, space: str) -> list[SessionSummary]:
+        """Every stored session of the space, in session order."""
+        pages = _Pages(Page[SessionSummary])
+        while not pages.add(self._do(Calls.sessions(space, len(pages.items)))):
+            pass
+        return pages.items
+
+    def session(self, space: str, session_id: str) -> StoredSession:
+        """A stored session with its turns."""
+        return StoredSession.model_validate(self._do(Calls.session(space, session_id)))
+
     def search(
-        self, space: str, question: str, k: int | None = None, mode: str | None = None
+        self,
+        space: str,
+        question: str,
+        k: int | None = None,
+        mode: str | None = None,
+        explain: bool = False,
     ) -> SearchResponse:
-        return SearchResponse.model_validate(self._do(Calls.search(space, question, k, mode)))
+        """Ranked facts; `explain=True` adds the recall graph (`graph`)."""
+        found = self._do(Calls.search(space, question, k, mode, explain))
+        return SearchResponse.model_validate(found)
 
     def ask(
-        self, space: str, question: str, k: int | None = None, mode: str | None = None
+        self,
+        space: str,
+        question: str,
+        k: int | None = None,
+        mode: str | None = None,
+        explain: bool = False,
     ) -> AskResponse:
-        return AskResponse.model_validate(self._do(Calls.ask(space, question, k, mode)))
+        return AskResponse.model_validate(self._do(Calls.ask(space, question, k, mode, explain)))
 
     @overload
     def get_all(self, space: str, kind: Literal["facts"] = ...) -> list[Fact]: ...
@@ -328,7 +382,7 @@ class AtomMem:
     def get_all(self, space: str, kind: Literal["profiles"]) -> list[Profile]: ...
     def get_all(self, space: str, kind: Kind = "facts") -> list[Any]:
         """Every fact (or event, or profile) of the space, page by page."""
-        pages = _Pages(kind)
+        pages = _Pages(PAGES[kind])
         while not pages.add(self._do(Calls.page(space, kind, len(pages.items)))):
             pass
         return pages.items
@@ -415,16 +469,39 @@ class AsyncAtomMem:
                 return done
             await asyncio.sleep(poll)
 
+    async def jobs(self, space: str | None = None, limit: int = 50) -> list[Job]:
+        return JobList.model_validate(await self._do(Calls.jobs(space, limit))).items
+
+    async def sessions(self, space: str) -> list[SessionSummary]:
+        pages = _Pages(Page[SessionSummary])
+        while not pages.add(await self._do(Calls.sessions(space, len(pages.items)))):
+            pass
+        return pages.items
+
+    async def session(self, space: str, session_id: str) -> StoredSession:
+        return StoredSession.model_validate(await self._do(Calls.session(space, session_id)))
+
     async def search(
-        self, space: str, question: str, k: int | None = None, mode: str | None = None
+        self,
+        space: str,
+        question: str,
+        k: int | None = None,
+        mode: str | None = None,
+        explain: bool = False,
     ) -> SearchResponse:
-        found = await self._do(Calls.search(space, question, k, mode))
+        found = await self._do(Calls.search(space, question, k, mode, explain))
         return SearchResponse.model_validate(found)
 
     async def ask(
-        self, space: str, question: str, k: int | None = None, mode: str | None = None
+        self,
+        space: str,
+        question: str,
+        k: int | None = None,
+        mode: str | None = None,
+        explain: bool = False,
     ) -> AskResponse:
-        return AskResponse.model_validate(await self._do(Calls.ask(space, question, k, mode)))
+        asked = await self._do(Calls.ask(space, question, k, mode, explain))
+        return AskResponse.model_validate(asked)
 
     @overload
     async def get_all(self, space: str, kind: Literal["facts"] = ...) -> list[Fact]: ...
@@ -433,7 +510,7 @@ class AsyncAtomMem:
     @overload
     async def get_all(self, space: str, kind: Literal["profiles"]) -> list[Profile]: ...
     async def get_all(self, space: str, kind: Kind = "facts") -> list[Any]:
-        pages = _Pages(kind)
+        pages = _Pages(PAGES[kind])
         while not pages.add(await self._do(Calls.page(space, kind, len(pages.items)))):
             pass
         return pages.items

@@ -34,6 +34,11 @@ def test_sync_client_verbs(stack: Stack) -> None:
         jobs = [mem.add("notes", first), mem.add("notes", SessionInput.model_validate(second))]
         done = mem.wait([j.job_id for j in jobs], timeout=300, poll=0.2)
         assert [j.state for j in done] == ["done", "done"]
+        assert [s.session_id for s in mem.sessions("notes")] == ["s1", "s2"]
+        assert [t.id for t in mem.session("notes", "s1").turns] == [t["id"] for t in first["turns"]]
+        assert {j.job_id for j in mem.jobs("notes")} == {j.job_id for j in jobs}
+        explained = mem.search("notes", "Where does Priya work?", explain=True)
+        assert explained.graph is not None and explained.graph.nodes
         facts = mem.get_all("notes")
         assert all(isinstance(f, Fact) for f in facts)
         assert len(facts) == mem.get_space("notes").counts.facts > 5
