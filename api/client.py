@@ -215,8 +215,8 @@ class Calls:
         return Call("POST", path("spaces", space, "ask"), json=_query(question, k, mode, explain))
 
     @staticmethod
-    def page(space: str, kind: Kind, offset: int) -> Call:
-        return Call("GET", path("spaces", space, kind), params={"limit": PAGE, "offset": offset})
+    def page(space: str, kind: Kind, offset: int, limit: int = PAGE) -> Call:
+        return Call("GET", path("spaces", space, kind), params={"limit": limit, "offset": offset})
 
     @staticmethod
     def get(space: str, item_id: str, kind: Kind) -> Call:
@@ -396,6 +396,10 @@ class AtomMem:
     def get(self, space: str, item_id: str, kind: Kind = "facts") -> Fact | Event | Profile:
         return RECORDS[kind].model_validate(self._do(Calls.get(space, item_id, kind)))
 
+    def page(self, space: str, kind: Kind, limit: int = PAGE, offset: int = 0) -> Page[Any]:
+        """One page of the space's facts (or events, or profiles); `total` counts them all."""
+        return PAGES[kind].model_validate(self._do(Calls.page(space, kind, offset, limit)))
+
     def history(self, space: str, fact_id: str) -> FactHistory:
         """A fact's earlier texts and which session replaced each, with its provenance."""
         return FactHistory.model_validate(self._do(Calls.history(space, fact_id)))
@@ -523,6 +527,9 @@ class AsyncAtomMem:
     async def get(self, space: str, item_id: str, kind: Literal["profiles"]) -> Profile: ...
     async def get(self, space: str, item_id: str, kind: Kind = "facts") -> Fact | Event | Profile:
         return RECORDS[kind].model_validate(await self._do(Calls.get(space, item_id, kind)))
+
+    async def page(self, space: str, kind: Kind, limit: int = PAGE, offset: int = 0) -> Page[Any]:
+        return PAGES[kind].model_validate(await self._do(Calls.page(space, kind, offset, limit)))
 
     async def history(self, space: str, fact_id: str) -> FactHistory:
         return FactHistory.model_validate(await self._do(Calls.history(space, fact_id)))

@@ -20,6 +20,7 @@ from common.errors import AtomMemError, error_kind
 from common.llm.transport import LLMError
 from common.models.responses import ErrorBody
 
+NO_WORKER = "no worker answered in time; check that workers run"  # the 504's detail
 STATUS = {"not_found": 404, "conflict": 409, "invalid": 422, "error": 400}
 RETRY_AFTER_S = 5
 _RETRY_AFTER = {
@@ -104,7 +105,7 @@ def install(app: FastAPI) -> None:
         return reply(502, str(exc))
 
     async def on_timeout(_: Request, exc: Exception) -> JSONResponse:
-        return reply(504, "no worker answered in time; check that workers run", retry)
+        return reply(504, NO_WORKER, retry)
 
     async def on_unreachable(_: Request, exc: Exception) -> JSONResponse:
         return reply(503, f"Redis does not answer ({type(exc).__name__}); try again", retry)

@@ -11,21 +11,25 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.routing import Route
 
-from api import errors
+from api import errors, ui
 from api.body import BodyGate
 from api.deps import Services
+from api.mcp.http import McpEndpoint
 from api.routes import admin, health, memory, query, sessions, spaces
 from common.settings import Settings, get_settings
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    mcp = McpEndpoint()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.services = Services.build(settings)
-        yield
+        async with mcp.running():  # the MCP transport's tasks live as long as the app
+            yield
         app.state.services.redis.close()
 
     app = FastAPI(
@@ -39,6 +43,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     for router in (health, spaces, sessions, memory, query, admin):
         app.include_router(router.router)
+    ui.mount(app)  # the web inspector at /ui
+    app.router.routes.append(Route("/mcp", mcp))  # the MCP server (docs/mcp.md)
     app.add_middleware(BodyGate, limit=settings.api.max_body_bytes)
     errors.install(app)
     return app

@@ -31,6 +31,7 @@ from cli.local import (
     cmd_space_push,
     cmd_stats,
 )
+from cli.mcp import cmd_mcp
 from common.errors import AtomMemError, InvalidInput
 from common.settings import get_settings
 
@@ -38,6 +39,8 @@ from common.settings import get_settings
 def _remote(args: argparse.Namespace) -> int:
     """The command against the server named by ATOMMEM_API__URL, through the SDK."""
     name = args.func.__name__.removeprefix("cmd_").replace("_", "-")
+    if name == "mcp":  # the MCP server takes the SDK client itself (cli/mcp.py)
+        return cmd_mcp(args)
     if name not in remote.COMMANDS:
         raise InvalidInput(
             f"`atommem {name}` runs against the store or queues, not a server: "
@@ -82,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="ingest the bundled sample conversation and answer questions")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("mcp", help="serve memory to MCP clients on stdio (docs/mcp.md)")
+    p.set_defaults(func=cmd_mcp)
 
     _bench_commands(sub)
     return parser

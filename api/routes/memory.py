@@ -52,13 +52,7 @@ def get_fact(space: str, fact_id: str, svc: ServicesDep, tenant: Tenant) -> Fact
 @router.get("/facts/{fact_id}/history")
 def fact_history(space: str, fact_id: str, svc: ServicesDep, tenant: Tenant) -> FactHistory:
     """How the fact came to read as it does: each earlier text, and which session replaced it."""
-    fact = Fact.model_validate(_one(svc, tenant, space, "fact", fact_id))
-    return FactHistory(
-        fact_id=fact.id,
-        current=fact.text,
-        history=fact.history,
-        provenance=[fact.source, *fact.also_from],
-    )
+    return FactHistory.of(Fact.model_validate(_one(svc, tenant, space, "fact", fact_id)))
 
 
 @router.delete("/facts/{fact_id}", responses=declared(409, 429))

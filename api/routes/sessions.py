@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Query, status
+from fastapi import APIRouter, Query, status
 
 from api.deps import ServicesDep, Tenant, WritingTenant
 from api.errors import COMMON, declared
@@ -26,13 +26,7 @@ def submit_session(space: str, body: SessionBody, svc: ServicesDep, tenant: Writ
     Submitting the same session again is the same job (and changes nothing); the same id
     with other content is a 409."""
     limits = svc.settings.api
-    if len(body.turns) > limits.max_turns:
-        raise HTTPException(422, f"{len(body.turns)} turns: at most {limits.max_turns} per session")
-    longest = max(len(t.text) for t in body.turns)
-    if longest > limits.max_text_chars:
-        raise HTTPException(
-            422, f"a turn has {longest} characters: at most {limits.max_text_chars}"
-        )
+    body.check_limits(limits.max_turns, limits.max_text_chars)
     session = body.to_session()
     svc.client.read(tenant, "space", space, timeout=limits.query_timeout_s)  # 404 if unknown
     (job,) = svc.client.submit(tenant, space, [session])

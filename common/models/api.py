@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 from pydantic.config import JsonDict
 
+from common.errors import InvalidInput
 from common.models.session import MAX_ORDER, NAME_MAX, NOT_BLANK, SessionInput, Turn, not_blank
 
 MAX_TURNS = 2000
@@ -147,6 +148,14 @@ class SessionBody(Strict):
             if not (not_blank(turn.text) or not_blank(turn.image_caption or "") or turn.facts):
                 raise ValueError(f"turn {turn.id or i} has no text")
         return turns
+
+    def check_limits(self, max_turns: int, max_text_chars: int) -> None:
+        """The deployment's limits beyond the schema's (`api.max_turns`, `max_text_chars`)."""
+        if len(self.turns) > max_turns:
+            raise InvalidInput(f"{len(self.turns)} turns: at most {max_turns} per session")
+        longest = max(len(t.text) for t in self.turns)
+        if longest > max_text_chars:
+            raise InvalidInput(f"a turn has {longest} characters: at most {max_text_chars}")
 
     def to_session(self) -> SessionInput:
         """The session as ingest takes it (its own checks: speakers, repeated turn ids)."""

@@ -10,7 +10,7 @@ from typing import Annotated, Generic, Literal, TypeVar
 from pydantic import BaseModel, Field, field_serializer
 
 from common.models.jobs import Job
-from common.models.memory import SAID_AT, FactRevision, FactSource
+from common.models.memory import SAID_AT, Fact, FactRevision, FactSource
 from common.models.session import SessionRecord, SessionStatus, Turn
 
 T = TypeVar("T")
@@ -37,6 +37,15 @@ class FactHistory(BaseModel):
     current: str
     history: list[FactRevision]
     provenance: list[FactSource] = Field(description="`source`, then each of `also_from`")
+
+    @classmethod
+    def of(cls, fact: Fact) -> FactHistory:
+        return cls(
+            fact_id=fact.id,
+            current=fact.text,
+            history=fact.history,
+            provenance=[fact.source, *fact.also_from],
+        )
 
 
 class SessionSummary(BaseModel):

@@ -1,0 +1,370 @@
+"""The MCP tools over a `Memory`, and the server that holds them. Each tool's input schema
+comes from the project's models; every failure a caller can act on comes back as a tool error
+(`isError`) that says what is wrong, and the server goes on serving."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import date, datetime
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, field_validator
+
+from api.client import PAGE, Kind
+from api.mcp.errors import explain
+from api.mcp.memory import Memory
+from common.models import ids
+from common.models.api import (
+    ISO_TIME,
+    MAX_TEXT,
+    MAX_TURNS,
+    SPACE_NAME,
+    Name,
+    QueryBody,
+    SessionBody,
+    Strict,
+    TurnBody,
+    check_time,
+)
+from common.models.jobs import Job
+from common.models.memory import Event, Fact, Profile, ProfileVersion
+from common.models.query import AskResponse, SearchResponse
+from common.models.responses import ErasureReceipt, FactHistory, Page, Space, SpaceList
+from common.models.session import NOT_BLANK, not_blank
+
+Resolve = Callable[[Context], Memory]
+WAIT_S = 300.0  # how long `wait=true` blocks before it hands back the running job
+
+INSTRUCTIONS = """\
+AtomMem is long-term memory built from atomic facts. A space holds the memory of one person
+or agent: add finished conversations to it (add_session, or add_messages for a plain list of
+messages), then ask questions (ask for an answer with its evidence, search for ranked facts),
+read a person's profile as it stood on a date (get_profile), and list or erase what is stored.
+Start with list_spaces; a space must exist (create_space) before sessions go into it."""
+
+SpaceArg = Annotated[
+    str,
+    Field(min_length=1, max_length=128, description="the space: one person's or agent's memory"),
+]
+Question = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=2000,
+        description="a question in plain words, e.g. 'Where does Priya live?'",
+        json_schema_extra={"pattern": NOT_BLANK},
+    ),
+]
+K = Annotated[
+    int | None,
+    Field(
+        ge=1, le=100, description="how many facts to return (default: retrieval.final_top_k, 10)"
+    ),
+]
+Mode = Annotated[
+    Literal["full", "flat", "no-graph", "no-profile"] | None,
+    Field(description="the recall mode; leave unset for the configured one (`full`)"),
+]
+Limit = Annotated[int, Field(ge=1, le=1000, description="how many items in this page")]
+Offset = Annotated[int, Field(ge=0, le=10_000_000, description="how many items to skip")]
+Wait = Annotated[
+    bool,
+    Field(
+        description=f"true: block until the session is in memory (up to {WAIT_S:.0f} s) and "
+        "return the finished job; false: return the queued job at once (follow it with get_job)"
+    ),
+]
+
+
+def _iso_text(value: object) -> object:
+    # pydantic would also take a number of Unix seconds
+    if isinstance(value, datetime) or isinstance(value, str) and ISO_TIME.fullmatch(value):
+        return value
+    raise ValueError("must be an ISO 8601 date and time, e.g. 2024-03-04T19:10:00Z")
+
+
+SessionTime = Annotated[
+    datetime,
+    BeforeValidator(_iso_text),
+    AfterValidator(check_time),
+    Field(description="when the conversation took place (ISO 8601; without an offset it is UTC)"),
+]
+
+
+class Message(Strict):
+    """One message of a conversation."""
+
+    speaker: Name
+    text: str = Field(min_length=1, max_length=MAX_TEXT, json_schema_extra={"pattern": NOT_BLANK})
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not not_blank(value):
+            raise ValueError("the text is blank")
+        return value
+
+
+class ProfileState(BaseModel):
+    """One profile of a person in the version valid on the day asked for."""
+
+    profile_id: str
+    person: str
+    content: str
+    keywords: list[str]
+    evidence_fact_ids: list[str]
+    valid_from: date
+    valid_to: date | None = Field(
+        description="the first day it no longer held; null while it still holds"
+    )
+
+    @classmethod
+    def of(cls, profile: Profile, version: Profile | ProfileVersion) -> ProfileState:
+        return cls(
+            profile_id=profile.id,
+            person=profile.person,
+            content=version.content,
+            keywords=version.keywords,
+            evidence_fact_ids=version.evidence_fact_ids,
+            valid_from=version.t_from,
+            valid_to=version.t_to if isinstance(version, ProfileVersion) else None,
+        )
+
+
+class PersonProfile(BaseModel):
+    space: str
+    person: str
+    as_of: date | None = Field(description="the day asked for; null for the current versions")
+    profiles: list[ProfileState]
+
+
+def _memory(ctx: Context) -> Memory:
+    server = ctx.mcp_server
+    if not isinstance(server, MemoryServer):
+        raise TypeError("AtomMem's tools run on a MemoryServer")
+    return server.resolve(ctx)
+
+
+def _every(memory: Memory, space: str, kind: Kind) -> list[Any]:
+    items: list[Any] = []
+    while True:
+        page = memory.page(space, kind, PAGE, len(items))
+        items += page.items
+        if not page.items or len(items) >= page.total:
+            return items
+
+
+def _submitted(memory: Memory, space: str, session: SessionBody, wait: bool) -> Job:
+    job = memory.add(space, session)
+    if not wait:
+        return job
+    try:
+        (done,) = memory.wait(job.job_id, timeout=WAIT_S)
+    except TimeoutError:
+        raise ToolError(
+            f"job {job.job_id} is still running after {WAIT_S:.0f}s; follow it with get_job"
+        ) from None
+    if done.state == "failed":
+        raise ToolError(f"job {done.job_id} failed: {done.reason}")
+    return done
+
+
+def list_spaces(ctx: Context) -> SpaceList:
+    """List this tenant's spaces with their counts of sessions, facts, events and profiles.
+    Call it first to find the space to read or write."""
+    return SpaceList(items=_memory(ctx).list_spaces())
+
+
+def create_space(
+    ctx: Context,
+    name: Annotated[
+        str,
+        Field(pattern=SPACE_NAME, description="letters, digits, '.', '_', '-'; e.g. `alice`"),
+    ],
+) -> Space:
+    """Create an empty space. Fails with `conflict` when the name is taken."""
+    return _memory(ctx).create_space(name)
+
+
+def add_session(
+    ctx: Context,
+    space: SpaceArg,
+    session: Annotated[
+        SessionBody,
+        Field(description="a finished conversation: id, start time, participants, turns"),
+    ],
+    wait: Wait = False,
+) -> Job:
+    """Add a finished conversation to a space: facts, events and profiles are built from it.
+    Every turn's speaker must be one of `participants`. Adding the same session again changes
+    nothing; the same `session_id` with other content is a `conflict`."""
+    return _submitted(_memory(ctx), space, session, wait)
+
+
+def add_messages(
+    ctx: Context,
+    space: SpaceArg,
+    messages: Annotated[
+        list[Message],
+        Field(min_length=1, max_length=MAX_TURNS, description="the messages in order"),
+    ],
+    time: SessionTime,
+    session_id: Annotated[
+        str | None,
+        Field(
+            description="names the conversation; leave unset to derive it from the content "
+            "(sending the same messages again then changes nothing)"
+        ),
+    ] = None,
+    wait: Wait = False,
+) -> Job:
+    """Add a conversation given as a plain list of {speaker, text} messages; the speakers are
+    its participants. Use it for a chat that just ended."""
+    if session_id is None:
+        content = {"time": time.isoformat(), "messages": [m.model_dump() for m in messages]}
+        session_id = "mcp-" + ids.content_hash(content)[:16]
+    body = SessionBody(
+        session_id=session_id,
+        started_at=time,
+        participants=list(dict.fromkeys(m.speaker.strip() for m in messages)),
+        turns=[TurnBody(speaker=m.speaker, text=m.text) for m in messages],
+    )
+    return _submitted(_memory(ctx), space, body, wait)
+
+
+def get_job(ctx: Context, job_id: Annotated[str, Field(min_length=1)]) -> Job:
+    """A queued session's job: its state (queued, extracting, committing, profiling, done or
+    failed with the reason) and what it added."""
+    return _memory(ctx).job(job_id)
+
+
+def search(
+    ctx: Context, space: SpaceArg, question: Question, k: K = None, mode: Mode = None
+) -> SearchResponse:
+    """Search a space's memory: the facts that best match the question, ranked, each with its
+    fact id, source session and turn ids, and the events and profiles recall used."""
+    query = QueryBody(question=question, k=k, mode=mode)
+    return _memory(ctx).search(space, query.question, k=query.k, mode=query.mode)
+
+
+def ask(
+    ctx: Context, space: SpaceArg, question: Question, k: K = None, mode: Mode = None
+) -> AskResponse:
+    """Answer a question from a space's memory: `answer`, the ids of the facts it rests on
+    (`answer_fact_ids`), and the ranked evidence (`hits`, with turn ids)."""
+    query = QueryBody(question=question, k=k, mode=mode)
+    return _memory(ctx).ask(space, query.question, k=query.k, mode=query.mode)
+
+
+def get_profile(
+    ctx: Context,
+    space: SpaceArg,
+    person: Annotated[str, Field(min_length=1, max_length=128, description="a participant")],
+    as_of: Annotated[
+        date | None,
+        Field(description="a day (YYYY-MM-DD): each profile as it stood then; unset: now"),
+    ] = None,
+) -> PersonProfile:
+    """A person's profiles (lasting traits: where they live, their work, their habits), each in
+    the version valid on `as_of`, or the current one. A trait that changed keeps its earlier
+    versions, so `as_of` answers 'where did she live in April?'."""
+    profiles = _every(_memory(ctx), space, "profiles")
+    wanted = person.strip().casefold()
+    theirs = sorted(
+        (p for p in profiles if p.person.casefold() == wanted), key=lambda p: (p.t_from, p.id)
+    )
+    if not theirs:
+        people = ", ".join(sorted({p.person for p in profiles})) or "none yet"
+        raise ToolError(
+            f"not found: no profile of {person!r} in space {space!r} (people with profiles: "
+            f"{people})"
+        )
+    states = []
+    for profile in theirs:
+        version = profile.version_at(as_of) if as_of is not None else profile
+        if version is not None:
+            states.append(ProfileState.of(profile, version))
+    return PersonProfile(space=space, person=theirs[0].person, as_of=as_of, profiles=states)
+
+
+def list_facts(ctx: Context, space: SpaceArg, limit: Limit = 50, offset: Offset = 0) -> Page[Fact]:
+    """A page of a space's facts in session order, each with its source turns and earlier
+    texts; `total` counts them all."""
+    return _memory(ctx).page(space, "facts", limit, offset)
+
+
+def list_events(
+    ctx: Context, space: SpaceArg, limit: Limit = 50, offset: Offset = 0
+) -> Page[Event]:
+    """A page of a space's events: facts grouped by the happening they describe."""
+    return _memory(ctx).page(space, "events", limit, offset)
+
+
+def fact_history(
+    ctx: Context, space: SpaceArg, fact_id: Annotated[str, Field(min_length=1)]
+) -> FactHistory:
+    """How a fact came to read as it does: its earlier texts, the session that replaced each,
+    and the sessions and turns it was drawn from (provenance)."""
+    return _memory(ctx).history(space, fact_id)
+
+
+def erase_fact(
+    ctx: Context, space: SpaceArg, fact_id: Annotated[str, Field(min_length=1)]
+) -> ErasureReceipt:
+    """Erase a fact for good, and rewrite the events and profiles built from it. Returns the
+    ids of what was deleted or rewritten."""
+    return _memory(ctx).delete(space, fact_id=fact_id)
+
+
+def erase_session(
+    ctx: Context, space: SpaceArg, session_id: Annotated[str, Field(min_length=1)]
+) -> ErasureReceipt:
+    """Erase a session's contribution: its raw record, the facts only it supports, its updates
+    to other facts (they get back their earlier state), and what was built from them."""
+    return _memory(ctx).delete(space, session_id=session_id)
+
+
+READ = ToolAnnotations(read_only_hint=True)
+TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
+    (list_spaces, READ),
+    (create_space, ToolAnnotations(read_only_hint=False, destructive_hint=False)),
+    (add_session, ToolAnnotations(destructive_hint=False, idempotent_hint=True)),
+    (add_messages, ToolAnnotations(destructive_hint=False, idempotent_hint=True)),
+    (get_job, READ),
+    (search, READ),
+    (ask, READ),
+    (get_profile, READ),
+    (list_facts, READ),
+    (list_events, READ),
+    (fact_history, READ),
+    (erase_fact, ToolAnnotations(destructive_hint=True, idempotent_hint=True)),
+    (erase_session, ToolAnnotations(destructive_hint=True, idempotent_hint=True)),
+)
+
+
+class MemoryServer(MCPServer[Any]):
+    """The tools, each acting on the `Memory` that `resolve` gives for its request."""
+
+    def __init__(self, resolve: Resolve) -> None:
+        # The SDK sets up the root logger (a handler on stderr) at `log_level` when nothing
+        # else has; WARNING keeps a host's logs as they were.
+        super().__init__("atommem", instructions=INSTRUCTIONS, version="0.1.0", log_level="WARNING")
+        self.resolve = resolve
+        for tool, hints in TOOLS:
+            described = " ".join((tool.__doc__ or "").split())  # the docstring, unwrapped
+            self.add_tool(tool, description=described, annotations=hints)
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """The SDK's call, with each expected failure put in words (`api.mcp.errors`)."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            why = explain(exc.__cause__)
+            if why is None:
+                raise
+            raise ToolError(f"{name}: {why}") from exc.__cause__

@@ -1,0 +1,159 @@
+// The start page: the tenant's spaces with their counts, and its recent jobs (state, reason,
+// counts), newest first.
+
+import { get, seg } from "./api.js";
+import { badge, empty, epoch, h, href, section } from "./dom.js";
+
+// The counts a job table shows in columns; the rest are one click away.
+const JOB_COUNTS = [
+  ["facts_in", "in"],
+  ["facts_stored", "stored"],
+  ["duplicates_dropped", "dup."],
+  ["updates", "upd."],
+  ["events_created", "events"],
+];
+
+function spacesTable(reply) {
+  if (reply.items.length === 0) return empty("No spaces for this key.");
+  const head = ["space", "created", "participants", "sessions", "facts", "events", "profiles"];
+  return h(
+    "table",
+    { class: "grid spaces" },
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        head.map((t, i) => h("th", { class: i > 2 ? "n" : null }, t)),
+      ),
+    ),
+    h(
+      "tbody",
+      {},
+      reply.items.map((sp) =>
+        h(
+          "tr",
+          {},
+          h("td", {}, h("a", { href: href(["spaces", sp.name, "timeline"]) }, sp.name)),
+          h("td", {}, String(sp.created_at).slice(0, 16).replace("T", " ")),
+          h("td", {}, sp.participants.join(", ")),
+          ["sessions", "facts", "events", "profiles"].map((k) =>
+            h("td", { class: "n" }, sp.counts[k]),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+export function jobsTable(jobs, { showSpace = true } = {}) {
+  if (jobs.length === 0) return empty("No jobs known (finished jobs expire after a while).");
+  const head = [
+    "updated",
+    showSpace ? "space" : null,
+    "session",
+    "state",
+    "reason",
+    ...JOB_COUNTS.map(([, label]) => label),
+    "attempts",
+    "counts",
+  ].filter(Boolean);
+  return h(
+    "table",
+    { class: "grid jobs" },
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        head.map((t) =>
+          h(
+            "th",
+            { class: JOB_COUNTS.some(([, l]) => l === t) || t === "attempts" ? "n" : null },
+            t,
+          ),
+        ),
+      ),
+    ),
+    h(
+      "tbody",
+      {},
+      jobs.map((job) =>
+        h(
+          "tr",
+          { class: `job state-${job.state}` },
+          h(
+            "td",
+            { class: "nowrap", title: `created ${epoch(job.created_at)}` },
+            epoch(job.updated_at),
+          ),
+          showSpace
+            ? h("td", {}, h("a", { href: href(["spaces", job.space, "timeline"]) }, job.space))
+            : null,
+          h("td", {}, h("code", { title: `job ${job.job_id}` }, job.session_id)),
+          h(
+            "td",
+            {},
+            badge(job.state),
+            job.unchanged ? h("span", { class: "muted small" }, " unchanged") : null,
+          ),
+          h("td", { class: "reason" }, job.reason ?? ""),
+          JOB_COUNTS.map(([k]) => h("td", { class: "n" }, job.counts[k] ?? "")),
+          h("td", { class: "n" }, job.attempts),
+          h(
+            "td",
+            {},
+            h(
+              "details",
+              { class: "counts" },
+              h("summary", {}, `all ${Object.keys(job.counts).length}`),
+              h(
+                "dl",
+                {},
+                Object.entries(job.counts).map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]),
+              ),
+            ),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+export async function overview({ query }) {
+  const only = query.get("space") || "";
+  const spaces = get("v1/spaces");
+  const jobs = get(`v1/jobs?limit=50${only ? `&space=${seg(only)}` : ""}`);
+  const filter = h(
+    "form",
+    { class: "inline-form" },
+    h("label", { for: "job-space" }, "Space"),
+    h("input", {
+      id: "job-space",
+      name: "space",
+      value: only,
+      placeholder: "all spaces",
+      size: 16,
+    }),
+    h("button", { type: "submit" }, "Filter"),
+  );
+  filter.addEventListener("submit", (event) => {
+    event.preventDefault();
+    location.hash = href([], { space: filter.elements.space.value.trim() });
+  });
+  return h(
+    "div",
+    { class: "overview" },
+    h("h1", {}, "Spaces"),
+    section(null, spaces, spacesTable, { class: "card", id: "spaces" }),
+    h(
+      "div",
+      { class: "row-between" },
+      h("h1", {}, only ? `Recent jobs in ${only}` : "Recent jobs"),
+      filter,
+    ),
+    section(null, jobs, (reply) => jobsTable(reply.items), { class: "card", id: "jobs" }),
+  );
+}

@@ -1,0 +1,117 @@
+"""The MCP server's streamable HTTP transport on the API (`/mcp`), end to end: the SDK's own
+client with a tenant's key, a real worker, a real Redis (DB 14)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+import redis
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.e2e.conftest import ADMIN_KEY, Stack, running_stack
+from tests.e2e.test_api import sessions
+from tests.mcp_client import Tools, connected
+
+pytestmark = pytest.mark.integration
+REDIS_URL = "redis://127.0.0.1:6379/14"
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        client.ping()
+    except redis.ConnectionError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("Redis is not running on 127.0.0.1:6379 (required in CI)")
+        pytest.skip("Redis is not running on 127.0.0.1:6379")
+    finally:
+        client.close()
+    with running_stack(REDIS_URL, tmp_path_factory.mktemp("mcp-stack")) as running:
+        yield running
+
+
+@asynccontextmanager
+async def _http(url: str, key: str) -> AsyncIterator[Any]:
+    headers = {"Authorization": f"Bearer {key}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as client,
+        streamable_http_client(url, http_client=client) as streams,
+    ):
+        yield streams
+
+
+@pytest.fixture(scope="module")
+def alice(stack: Stack) -> Iterator[tuple[Tools, list[Any]]]:
+    """Tenant `mcpa`'s session, with space `notes` holding sample sessions s1 and s3."""
+    with connected(_http(f"{stack.url}/mcp", stack.key("mcpa"))) as tools:
+        tools.ok("create_space", name="notes")
+        first, _, third, _ = sessions()
+        jobs = [
+            tools.ok("add_session", space="notes", session=s, wait=True) for s in [first, third]
+        ]
+        yield tools, jobs
+
+
+def test_a_tenant_key_adds_searches_asks_and_erases(alice: tuple[Tools, list[Any]]) -> None:
+    tools, jobs = alice
+    assert "add_messages" in tools.names() and len(tools.names()) == 13
+    assert [(j["state"], j["tenant"]) for j in jobs] == [("done", "mcpa")] * 2
+    hits = tools.ok("search", space="notes", question="When did Tom adopt a puppy?", k=3)["hits"]
+    assert "beagle" in hits[0]["text"] and hits[0]["turn_ids"] == ["s1:3"]
+    answered = tools.ok("ask", space="notes", question="Where does Priya live?")
+    assert "Denver" in answered["answer"] and answered["answer_fact_ids"]
+    facts = tools.ok("list_facts", space="notes", limit=1000)
+    erased = tools.ok("erase_fact", space="notes", fact_id=hits[0]["fact_id"])
+    assert erased["erased"]["facts_deleted"] == [hits[0]["fact_id"]]
+    after = tools.ok("list_facts", space="notes", limit=1000)
+    assert after["total"] == facts["total"] - 1
+    assert hits[0]["fact_id"] not in {f["id"] for f in after["items"]}
+
+
+def test_a_request_without_a_tenant_key_is_refused(stack: Stack) -> None:
+    url = f"{stack.url}/mcp"
+    headers = {"Accept": "application/json, text/event-stream"}
+    for key, status, detail in (
+        (None, 401, "missing API key: send `Authorization: Bearer <key>`"),
+        ("amk_not-a-key", 401, "unknown or revoked API key"),
+        (ADMIN_KEY, 403, "the admin key manages tenants; use a tenant's key"),
+    ):
+        sent = headers | ({"Authorization": f"Bearer {key}"} if key else {})
+        response = httpx.post(url, headers=sent, content=json.dumps(INITIALIZE), timeout=30)
+        assert (response.status_code, response.json()) == (status, {"detail": detail})
+
+
+def test_another_tenant_sees_no_such_space(stack: Stack, alice: tuple[Tools, Any]) -> None:
+    own, _ = alice
+    with connected(_http(f"{stack.url}/mcp", stack.key("mcpb"))) as other:
+        assert "not found: space 'notes' does not exist for tenant 'mcpb'" in other.error(
+            "search", space="notes", question="Where does Priya live?"
+        )
+        assert "not found" in other.error("list_facts", space="notes")
+
+        # Calls of both tenants at once: each acts for its own request's key.
+        def names(tools: Tools) -> list[str]:
+            return [s["name"] for s in tools.ok("list_spaces")["items"]]
+
+        with ThreadPoolExecutor(8) as pool:
+            seen = list(pool.map(names, [own, other] * 8))
+        assert seen == [["notes"], []] * 8
