@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import redis
@@ -37,10 +37,6 @@ class Memory(Protocol):
     def add(self, space: str, session: dict[str, Any] | BaseModel) -> Job: ...
 
     def job(self, job_id: str) -> Job: ...
-
-    def wait(
-        self, job_ids: str | Iterable[str], timeout: float = ..., poll: float = ...
-    ) -> list[Job]: ...
 
     def search(
         self, space: str, question: str, k: int | None = None, mode: str | None = None
@@ -148,12 +144,6 @@ class ProducerMemory:
 
     def job(self, job_id: str) -> Job:
         return self._client.job(self._tenant, job_id)
-
-    def wait(
-        self, job_ids: str | Iterable[str], timeout: float = 300.0, poll: float = 0.1
-    ) -> list[Job]:
-        ids = [job_ids] if isinstance(job_ids, str) else list(job_ids)
-        return self._client.wait(self._tenant, ids, timeout=timeout, poll=poll)
 
     def search(
         self, space: str, question: str, k: int | None = None, mode: str | None = None

@@ -4,10 +4,13 @@ comes from the project's models; every failure a caller can act on comes back as
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Annotated, Any, Literal
 
+import anyio
+import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
@@ -29,7 +32,7 @@ from common.models.api import (
     TurnBody,
     check_time,
 )
-from common.models.jobs import Job
+from common.models.jobs import FINISHED, Job
 from common.models.memory import Event, Fact, Profile, ProfileVersion
 from common.models.query import AskResponse, SearchResponse
 from common.models.responses import ErasureReceipt, FactHistory, Page, Space, SpaceList
@@ -37,6 +40,7 @@ from common.models.session import NOT_BLANK, not_blank
 
 Resolve = Callable[[Context], Memory]
 WAIT_S = 300.0  # how long `wait=true` blocks before it hands back the running job
+POLL_S = 0.2
 
 INSTRUCTIONS = """\
 AtomMem is long-term memory built from atomic facts. A space holds the memory of one person
@@ -157,19 +161,24 @@ def _every(memory: Memory, space: str, kind: Kind) -> list[Any]:
             return items
 
 
-def _submitted(memory: Memory, space: str, session: SessionBody, wait: bool) -> Job:
-    job = memory.add(space, session)
+async def _submitted(memory: Memory, space: str, session: SessionBody, wait: bool) -> Job:
+    """Queue the session; with `wait`, poll its job until it finishes. The wait sleeps on the
+    event loop and takes a thread only for each look at the job: a waiting call holds none
+    of the threads the API's routes and the other tool calls run in."""
+    job = await anyio.to_thread.run_sync(memory.add, space, session)
     if not wait:
         return job
-    try:
-        (done,) = memory.wait(job.job_id, timeout=WAIT_S)
-    except TimeoutError:
-        raise ToolError(
-            f"job {job.job_id} is still running after {WAIT_S:.0f}s; follow it with get_job"
-        ) from None
-    if done.state == "failed":
-        raise ToolError(f"job {done.job_id} failed: {done.reason}")
-    return done
+    deadline = anyio.current_time() + WAIT_S
+    while job.state not in FINISHED:
+        if anyio.current_time() > deadline:
+            raise ToolError(
+                f"job {job.job_id} is still running after {WAIT_S:.0f}s; follow it with get_job"
+            )
+        await anyio.sleep(POLL_S)
+        job = await anyio.to_thread.run_sync(memory.job, job.job_id)
+    if job.state == "failed":
+        raise ToolError(f"job {job.job_id} failed: {job.reason}")
+    return job
 
 
 def list_spaces(ctx: Context) -> SpaceList:
@@ -189,7 +198,7 @@ def create_space(
     return _memory(ctx).create_space(name)
 
 
-def add_session(
+async def add_session(
     ctx: Context,
     space: SpaceArg,
     session: Annotated[
@@ -201,10 +210,10 @@ def add_session(
     """Add a finished conversation to a space: facts, events and profiles are built from it.
     Every turn's speaker must be one of `participants`. Adding the same session again changes
     nothing; the same `session_id` with other content is a `conflict`."""
-    return _submitted(_memory(ctx), space, session, wait)
+    return await _submitted(_memory(ctx), space, session, wait)
 
 
-def add_messages(
+async def add_messages(
     ctx: Context,
     space: SpaceArg,
     messages: Annotated[
@@ -223,16 +232,17 @@ def add_messages(
 ) -> Job:
     """Add a conversation given as a plain list of {speaker, text} messages; the speakers are
     its participants. Use it for a chat that just ended."""
-    if session_id is None:
-        content = {"time": time.isoformat(), "messages": [m.model_dump() for m in messages]}
-        session_id = "mcp-" + ids.content_hash(content)[:16]
+    if session_id is None:  # the same conversation however its time and names are written
+        utc = time.astimezone(UTC) if time.tzinfo else time.replace(tzinfo=UTC)
+        said = [{"speaker": m.speaker.strip(), "text": m.text} for m in messages]
+        session_id = "mcp-" + ids.content_hash({"time": utc.isoformat(), "messages": said})[:16]
     body = SessionBody(
         session_id=session_id,
         started_at=time,
         participants=list(dict.fromkeys(m.speaker.strip() for m in messages)),
         turns=[TurnBody(speaker=m.speaker, text=m.text) for m in messages],
     )
-    return _submitted(_memory(ctx), space, body, wait)
+    return await _submitted(_memory(ctx), space, body, wait)
 
 
 def get_job(ctx: Context, job_id: Annotated[str, Field(min_length=1)]) -> Job:
@@ -349,9 +359,13 @@ class MemoryServer(MCPServer[Any]):
     """The tools, each acting on the `Memory` that `resolve` gives for its request."""
 
     def __init__(self, resolve: Resolve) -> None:
-        # The SDK sets up the root logger (a handler on stderr) at `log_level` when nothing
-        # else has; WARNING keeps a host's logs as they were.
+        # The SDK configures the root logger (its own handler) when it builds a server; the
+        # host's logging (the API's, the CLI's) is put back as it was.
+        root = logging.getLogger()
+        handlers, level = list(root.handlers), root.level
         super().__init__("atommem", instructions=INSTRUCTIONS, version="0.1.0", log_level="WARNING")
+        root.handlers[:] = handlers
+        root.setLevel(level)
         self.resolve = resolve
         for tool, hints in TOOLS:
             described = " ".join((tool.__doc__ or "").split())  # the docstring, unwrapped

@@ -36,13 +36,18 @@ def recall_graph(
             shown.append(i)
             taken.add(i)
     best: dict[tuple[int, int, Channel], float] = {}
+    pairs = 0  # edges of the whole local graph, counted as they are drawn: a pair per channel
     for channel, matrix in zip(CHANNELS, result.channels, strict=False):
         coo = matrix.tocoo()
+        linked: set[tuple[int, int]] = set()
         for i, j, w in zip(coo.row.tolist(), coo.col.tolist(), coo.data.tolist(), strict=True):
-            if i == j or i not in taken or j not in taken or w <= 0:
+            if i == j or w <= 0:
                 continue
-            pair = (min(i, j), max(i, j), channel)
-            best[pair] = max(best.get(pair, 0.0), float(w))
+            linked.add((min(i, j), max(i, j)))
+            if i in taken and j in taken:
+                pair = (min(i, j), max(i, j), channel)
+                best[pair] = max(best.get(pair, 0.0), float(w))
+        pairs += len(linked)
     strongest = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[:max_edges]
     nodes = [
         GraphNode(
@@ -58,4 +63,4 @@ def recall_graph(
         GraphEdge(source=ids[i], target=ids[j], channel=channel, weight=w)
         for (i, j, channel), w in strongest
     ]
-    return RecallGraph(nodes=nodes, edges=edges, local_nodes=len(rows), edges_total=result.edges)
+    return RecallGraph(nodes=nodes, edges=edges, local_nodes=len(rows), edges_total=pairs)

@@ -255,6 +255,28 @@ def test_another_tenant_sees_none_of_the_space(stack: Stack, seeded: Seeded, pag
     assert "Priya" not in page.locator("body").inner_text()
 
 
+@pytest.mark.parametrize("name", ["..", "."])
+def test_a_crafted_link_cannot_reach_another_route(
+    stack: Stack, seeded: Seeded, page: Page, name: str
+) -> None:
+    """`sessions/..` would resolve to the space itself (and the router's redirect would carry
+    a DELETE there): the page refuses the name before anything is sent."""
+    before = httpx.get(
+        f"{stack.url}/v1/spaces/{SPACE}",
+        headers={"Authorization": f"Bearer {seeded.key}"},
+        timeout=60,
+    ).json()
+    sign_in(page, stack.url, seeded.key, then=f"#/spaces/{SPACE}/erase?session={name}")
+    expect(page.locator("#view .error")).to_contain_text("cannot be a name or id")
+    expect(page.locator("#erase-start")).to_have_count(0)
+    after = httpx.get(
+        f"{stack.url}/v1/spaces/{SPACE}",
+        headers={"Authorization": f"Bearer {seeded.key}"},
+        timeout=60,
+    ).json()
+    assert after["counts"] == before["counts"]
+
+
 def test_erasing_a_fact_asks_first_and_shows_the_receipt(
     stack: Stack, seeded: Seeded, page: Page
 ) -> None:

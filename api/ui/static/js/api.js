@@ -26,7 +26,16 @@ export function clearKey() {
   sessionStorage.removeItem(KEY);
 }
 
-export const seg = encodeURIComponent;
+/** `value` as one URL path segment. '', '.' and '..' cannot be one: the URL would resolve
+ * them against the path around them and reach another resource (`sessions/..` is the space
+ * itself), so no space, session or item has such a name. */
+export function seg(value) {
+  const text = String(value);
+  if (text === "" || text === "." || text === "..") {
+    throw new ApiError(400, `'${text}' cannot be a name or id: no space, session or item has it`);
+  }
+  return encodeURIComponent(text);
+}
 
 /** The path of a route under a space: space("alice", "facts", id) → v1/spaces/alice/facts/id. */
 export function space(name, ...rest) {
@@ -37,7 +46,9 @@ export function space(name, ...rest) {
  * tells the page to sign in again. */
 export async function request(method, path, { body, key } = {}) {
   const headers = { Authorization: `Bearer ${key ?? getKey() ?? ""}`, Accept: "application/json" };
-  const init = { method, headers, cache: "no-store" };
+  // No /v1 route answers with a redirect: following one (the router's trailing-slash 307)
+  // would send this method, key and body to another route than the one asked for.
+  const init = { method, headers, cache: "no-store", redirect: "error" };
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
