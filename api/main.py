@@ -17,7 +17,7 @@ from api import errors, ui
 from api.body import BodyGate
 from api.deps import Services
 from api.mcp.http import McpEndpoint
-from api.routes import admin, health, memory, query, sessions, spaces
+from api.routes import admin, health, memory, metrics, query, sessions, spaces
 from common.settings import Settings, get_settings
 
 
@@ -41,7 +41,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         responses=errors.declared(422),  # in place of FastAPI's own, a second error shape
     )
-    for router in (health, spaces, sessions, memory, query, admin):
+    for router in (health, spaces, sessions, memory, query, admin, metrics):
         app.include_router(router.router)
     ui.mount(app)  # the web inspector at /ui
     app.router.routes.append(Route("/mcp", mcp))  # the MCP server (docs/mcp.md)

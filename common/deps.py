@@ -5,9 +5,11 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import redis
 
 from common.embeddings import Embedder
 from common.llm.base import LLMBackend
+from common.llm.budget import Gate, endpoint_id, limits_of
 from common.llm.model_backend import ModelBackend
 from common.llm.openai_compat import OpenAITransport
 from common.llm.rules import RulesBackend
@@ -16,10 +18,12 @@ from common.memory.context import MemoryContext
 from common.retrieval.graph import channels
 from common.settings import EmbeddingSettings, LLMEndpoint, Settings, get_settings
 from common.store.backends import open_store
+from common.store.coordination.budgets import LocalBudgets, ModelBudgets, RedisBudgets
 from common.store.space_index import SpaceIndex
 
 _LOCK = threading.Lock()
 _EMBEDDERS: dict[tuple[str, str, int, int], Embedder] = {}
+_LOCAL_BUDGETS: LocalBudgets | None = None
 
 
 def get_embedder(cfg: EmbeddingSettings) -> Embedder:
@@ -44,8 +48,41 @@ class LazyEmbedder:
 
 def reset() -> None:
     """Forget per-process clients (after a fork)."""
+    global _LOCAL_BUDGETS
     with _LOCK:
         _EMBEDDERS.clear()
+        _LOCAL_BUDGETS = None
+
+
+def model_budgets(settings: Settings) -> ModelBudgets:
+    """Where the endpoints' budgets live: the broker's Redis, shared by every process, or
+    (no broker) this process, the same limits kept in memory."""
+    global _LOCAL_BUDGETS
+    if settings.broker.url:
+        return RedisBudgets(redis.Redis.from_url(settings.broker.url, decode_responses=True))
+    with _LOCK:
+        if _LOCAL_BUDGETS is None:
+            _LOCAL_BUDGETS = LocalBudgets()
+        return _LOCAL_BUDGETS
+
+
+def _gate(settings: Settings, budgets: ModelBudgets, endpoint: LLMEndpoint) -> Gate:
+    llm = settings.llm
+    return Gate(
+        budgets,
+        endpoint_id(endpoint),
+        limits_of(endpoint, llm),
+        wait_s=llm.budget_wait_s,
+        patient_s=settings.broker.soft_time_limit / 2,  # a task under way waits, within limits
+        hold_s=llm.backoff_s,
+    )
+
+
+def _same_server(endpoint: LLMEndpoint) -> bool:
+    """An extractor whose URL, model and key are left unset uses the general endpoint (and its
+    budget), whatever limits it sets."""
+    connection = {"base_url", "model", "api_key"}
+    return endpoint.model_dump(include=connection) == LLMEndpoint().model_dump(include=connection)
 
 
 def make_backend(settings: Settings) -> LLMBackend:
@@ -55,16 +92,18 @@ def make_backend(settings: Settings) -> LLMBackend:
     llm = settings.llm
     if llm.backend == "rules":
         return RulesBackend(settings.rules, settings.memory)
-    general = OpenAITransport(llm.general, llm, "general")
+    budgets = model_budgets(settings)
+    general = OpenAITransport(llm.general, llm, "general", _gate(settings, budgets, llm.general))
     extractor: Transport
     if llm.backend == "vllm":
         from common.llm.vllm_engine import VLLMTransport  # the engine itself loads lazily
 
         extractor = VLLMTransport(llm.vllm, llm.temperature, llm.seed)
-    elif llm.extractor == LLMEndpoint():
+    elif _same_server(llm.extractor):
         extractor = general
     else:
-        extractor = OpenAITransport(llm.extractor, llm, "extractor")
+        gate = _gate(settings, budgets, llm.extractor)
+        extractor = OpenAITransport(llm.extractor, llm, "extractor", gate)
     return ModelBackend(llm.backend, llm, settings.memory, extractor, general)
 
 

@@ -143,13 +143,17 @@ class MemoryClient:
         A done job is left as it is."""
         raw = self._jobs.job_payload(tenant, job_id)
         if raw is None:
-            raise JobNotFound(f"no job {job_id!r} for tenant {tenant!r}")
+            gone = self.job(tenant, job_id)  # JobNotFound when there is no job at all
+            raise Conflict(
+                f"job {job_id!r} holds no session to send again ({gone.reason or 'expired'}); "
+                "submit the session again"
+            )
         job = self.job(tenant, job_id)
         if job.state == "done":
             return job
         if job.state == "failed":
             updated = self._jobs.update_job(
-                tenant, job_id, state="queued", reason=None, attempts=job.attempts + 1
+                tenant, job_id, reopen=True, state="queued", reason=None, attempts=job.attempts + 1
             )
             job = updated or job
         self.resend([job])

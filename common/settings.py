@@ -78,6 +78,17 @@ class RetrievalSettings(BaseModel):
     profile_top_k: int = 5
     event_weight: float = 0.7
     mode: Literal["full", "flat", "no-graph", "no-profile"] = "full"
+    # Sessions accepted but not yet committed are searched turn by turn (docs/recall.md,
+    # "Pending sessions"): at most this many turns come back, beside the facts.
+    pending_top_k: int = Field(default=5, ge=0)
+    # A pending turn's S_h must reach this. Raw turns are longer and noisier than facts. On
+    # the sample conversation, the turns that answer a question score 0.5-0.7; a turn of the
+    # person the question names that does not answer it reaches 0.38 (the name matches
+    # "speaker: text"), other turns stay under 0.3. 0.4 keeps the answers, drops the rest.
+    pending_min_score: float = Field(default=0.4, ge=0.0)
+    # The newest sessions' turns searched per query at most (each is embedded once per
+    # process and cached): a long backlog costs a bounded amount.
+    pending_max_turns: int = Field(default=500, ge=0)
 
 
 class GraphSettings(BaseModel):
@@ -204,6 +215,11 @@ class LLMEndpoint(BaseModel):
     base_url: str | None = Field(default=None, description="e.g. http://127.0.0.1:8000/v1")
     model: str = "gpt-4o-mini"
     api_key: SecretStr | None = None
+    # The endpoint's budget, shared by every process (common/llm/budget.py) and by every role
+    # on the same base URL and model. None: unlimited; 0: nothing goes (jobs wait).
+    rpm: int | None = Field(default=None, ge=0, description="requests per budget period")
+    tpm: int | None = Field(default=None, ge=0, description="tokens per budget period")
+    max_concurrent: int | None = Field(default=None, ge=0, description="calls in flight")
 
 
 class VLLMSettings(BaseModel):
@@ -245,11 +261,40 @@ class LLMSettings(BaseModel):
     metadata_batch: int = Field(
         default=4, ge=1, description="facts per metadata call (bounds each answer's length)"
     )
+    budget_wait_s: float = Field(
+        default=5.0,
+        ge=0.0,
+        description="how long a task waits for its endpoint's budget before it is re-queued",
+    )
+    budget_period_s: float = Field(
+        default=60.0,
+        gt=0.0,
+        description="the period of `rpm` and `tpm` (60: per minute; shorter only for tests)",
+    )
     skip_rules: bool = Field(
         default=True,
         description="skip a call whose answer is already decided (no candidate above the "
         "threshold, nothing pending); False calls the model every time, as the paper does",
     )
+
+    @model_validator(mode="after")
+    def _extractor_limits_apply(self) -> LLMSettings:
+        """Limits set on an extractor that has no endpoint of its own would bind nothing: it
+        sends to the general endpoint, under the general budget."""
+        ex = self.extractor
+        connection = {"base_url", "model", "api_key"}
+        inherits = ex.model_dump(include=connection) == LLMEndpoint().model_dump(include=connection)
+        limited = [
+            name for name in ("rpm", "tpm", "max_concurrent") if getattr(ex, name) is not None
+        ]
+        if self.backend == "openai" and inherits and limited:
+            names = ", ".join(f"ATOMMEM_LLM__EXTRACTOR__{n.upper()}" for n in limited)
+            raise ValueError(
+                f"{names} limit the extractor, but it has no endpoint of its own (base_url, "
+                "model or api_key) and sends to the general endpoint: set the limits on "
+                "ATOMMEM_LLM__GENERAL__..., or give the extractor its own endpoint"
+            )
+        return self
 
 
 class ApiSettings(BaseModel):

@@ -3,6 +3,8 @@
 It speaks the real protocol over real HTTP (the openai package talks to it unchanged); each
 request is answered by the next step of a script, or by a default when the script is empty.
 A step is a function of the request body returning (status, body dict, headers, delay s).
+The server notes when each request arrived (`arrivals`, epoch seconds), so a test can count
+the requests of any window; `schema_answer` answers any stage with the smallest valid JSON.
 """
 
 from __future__ import annotations
@@ -63,6 +65,43 @@ def error(status: int, message: str, headers: dict[str, str] | None = None) -> R
     return status, {"error": {"message": message, "type": "test"}}, headers or {}, 0.0
 
 
+def rate_limited(retry_after: float | None = None) -> Step:
+    """A 429, with `Retry-After` when given."""
+    headers = {} if retry_after is None else {"Retry-After": f"{retry_after:g}"}
+    return lambda _: error(429, "Rate limit reached for requests", headers)
+
+
+def _smallest(schema: dict[str, Any], defs: dict[str, Any]) -> Any:
+    if "$ref" in schema:
+        return _smallest(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    if "anyOf" in schema:
+        return _smallest(schema["anyOf"][0], defs)
+    kind = schema.get("type")
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {name: _smallest(props[name], defs) for name in schema.get("required", [])}
+    if kind == "array":
+        return []
+    if kind == "string":
+        return "x" * schema.get("minLength", 0)
+    if kind in ("integer", "number"):
+        return schema.get("minimum", 0)
+    if kind == "boolean":
+        return False
+    return None
+
+
+def schema_answer(request: dict[str, Any]) -> Reply:
+    """The smallest answer the request's `json_schema` allows: no facts, no traits, no
+    updates. Every stage parses it, so a whole pipeline runs without a model."""
+    schema = request["response_format"]["json_schema"]["schema"]
+    return completion(json.dumps(_smallest(schema, schema.get("$defs", {}))))
+
+
 @dataclass
 class FakeLLM:
     """The server's state: the script, the default step and every request received."""
@@ -70,6 +109,7 @@ class FakeLLM:
     default: Step
     script: list[Step] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     base_url: str = ""
 
@@ -80,6 +120,7 @@ class FakeLLM:
 
     def next_step(self, request: dict[str, Any]) -> Step:
         with self.lock:
+            self.arrivals.append(time.time())
             self.requests.append(request)
             return self.script.pop(0) if self.script else self.default
 

@@ -81,7 +81,9 @@ def delete_session(
     space: str, session_id: str, svc: ServicesDep, tenant: WritingTenant
 ) -> ErasureReceipt:
     """Erase a session: its raw record and job, the facts only it supports, its updates to
-    other facts (they get back their earlier state), and what was built from them."""
+    other facts (they get back their earlier state), and what was built from them. A session
+    still being ingested is cancelled (its job fails as erased); 409 while its memory is
+    being written."""
     erased = svc.client.admin(
         tenant, space, "erase_session", session_id, timeout=svc.settings.api.admin_timeout_s
     )

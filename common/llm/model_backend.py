@@ -5,7 +5,9 @@ in-process engine); everything else is here. Retries happen in one place, `_run`
 that times out, is rate-limited, gets a 5xx, or returns output that does not parse into the
 stage's response model is tried again, up to `llm.max_attempts` in all, with doubling
 waits; after the last try an `LLMError` says which stage failed and why, and the job that
-made the call fails with that reason before anything of it is committed.
+made the call fails with that reason before anything of it is committed. A call the server
+still rate-limits (429) after the last try is backpressure, not a failure: `BudgetShort`
+re-queues the task (common/llm/budget.py).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from common.llm import usage
+from common.llm.budget import shortage
 from common.llm.contracts import (
     Answer,
     EventSummary,
@@ -127,19 +130,25 @@ class ModelBackend:
         """Send a batch; retry the calls that failed or returned invalid output."""
         results: dict[int, T] = {}
         errors: dict[int, str] = {}
+        throttled: set[int] = set()
         pending = list(range(len(requests)))
+        role = transport.name.rsplit(":", 1)[-1]
         for attempt in range(1, self._llm.max_attempts + 1):
             completions = transport.complete([requests[i] for i in pending])
             retry: list[int] = []
             wait = self._llm.backoff_s * 2 ** (attempt - 1)
             for i, done in zip(pending, completions, strict=True):
                 stage = requests[i].stage
+                usage.endpoint(role, done)
+                throttled.discard(i)
                 if done.error is not None:
                     if not done.retryable:
                         raise LLMError(f"LLM stage {stage!r} failed: {done.error}")
                     errors[i] = done.error
                     wait = max(wait, done.retry_after or 0.0)
                     retry.append(i)
+                    if done.throttled:
+                        throttled.add(i)
                     continue
                 usage.record(stage, done.prompt_tokens, done.completion_tokens)
                 try:
@@ -152,6 +161,8 @@ class ModelBackend:
                 return [results[i] for i in range(len(requests))]
             if attempt < self._llm.max_attempts:
                 self._sleep(wait)
+        if all(i in throttled for i in pending):  # the server asks us to slow down, still
+            raise shortage(transport.name, wait)
         first = pending[0]
         raise LLMError(
             f"LLM stage {requests[first].stage!r} failed after {self._llm.max_attempts} "

@@ -6,16 +6,21 @@ enforce `{"type": "json_object", "schema": ...}` or a forced tool call with a gr
 `auto` mode the first request tries the forms in that order, and the first one the server
 accepts is kept for the endpoint's lifetime. The openai client's own retries are off: the
 backend retries, once, for every cause.
+
+With a budget gate (common/llm/budget.py) every HTTP call first takes its place in the
+endpoint's budget, in the calling thread and in order, so the calls of a batch start as the
+budget allows; each settles its tokens when it ends, and a 429 holds every process off.
 """
 
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import openai
 
+from common.llm.budget import Gate, Grant
 from common.llm.transport import ChatRequest, Completion
 from common.settings import LLMEndpoint, LLMSettings
 
@@ -41,10 +46,13 @@ def _retry_after(exc: openai.APIStatusError) -> float | None:
 class OpenAITransport:
     """One endpoint (role) of the `openai` backend; thread-safe, batches run concurrently."""
 
-    def __init__(self, endpoint: LLMEndpoint, llm: LLMSettings, role: str) -> None:
+    def __init__(
+        self, endpoint: LLMEndpoint, llm: LLMSettings, role: str, gate: Gate | None = None
+    ) -> None:
         self.name = f"openai:{role}"
         self._endpoint = endpoint
         self._llm = llm
+        self._gate = gate
         key = endpoint.api_key.get_secret_value() if endpoint.api_key else None
         self._client = openai.OpenAI(
             base_url=endpoint.base_url,
@@ -63,34 +71,65 @@ class OpenAITransport:
         return self._mode
 
     def complete(self, requests: list[ChatRequest]) -> list[Completion]:
+        if self._gate is None:
+            if len(requests) == 1:
+                return [self._one(requests[0])]
+            return list(self._pool.map(self._one, requests))
         if len(requests) == 1:
-            return [self._one(requests[0])]
-        return list(self._pool.map(self._one, requests))
+            return [self._one(requests[0], self._gate.admit(requests[0]))]
+        started: list[Future[Completion]] = []
+        try:
+            for request in requests:  # each starts once the budget lets it
+                started.append(self._pool.submit(self._one, request, self._gate.admit(request)))
+        except Exception:  # BudgetShort, or the budget's store briefly away
+            wait(started)  # the calls under way settle their budget before the task goes
+            raise
+        return [f.result() for f in started]
 
-    def _one(self, request: ChatRequest) -> Completion:
+    def _one(self, request: ChatRequest, grant: Grant | None = None) -> Completion:
         modes = [self._mode] if self._mode else list(MODES)
         first_error: Completion | None = None
+        waited = 0.0
         for mode in modes:
+            if self._gate is not None and grant is None:
+                grant = self._gate.admit(request)  # the next form is another call
+            waited += grant.waited_s if grant is not None else 0.0
             try:
                 response = self._client.chat.completions.create(**self._arguments(request, mode))
             except openai.APITimeoutError:
+                self._settle(grant, None)  # the server may have spent the tokens
                 timeout = f"timed out after {self._llm.timeout_s:g} s"
-                return Completion(error=timeout, retryable=True)
+                return Completion(error=timeout, retryable=True, waited_s=waited)
             except openai.APIConnectionError as exc:
-                return Completion(error=f"cannot reach {self._where()}: {exc}", retryable=True)
+                self._settle(grant, None)
+                where = f"cannot reach {self._where()}: {exc}"
+                return Completion(error=where, retryable=True, waited_s=waited)
             except openai.APIStatusError as exc:
+                self._settle(grant, 0)  # refused: nothing generated
+                grant = None
                 failed = self._status_error(exc)
+                failed.waited_s = waited
+                if failed.throttled and self._gate is not None:
+                    self._gate.throttled(failed.retry_after)
                 if self._mode is None and _refused(exc):
                     first_error = first_error or failed
                     continue  # this server does not take this form: try the next one
                 return failed
             with self._mode_lock:
                 self._mode = self._mode or mode
-            return self._completion(response, mode)
+            done = self._completion(response, mode)
+            used = done.prompt_tokens + done.completion_tokens
+            self._settle(grant, used or None)
+            done.waited_s = waited
+            return done
         assert first_error is not None
         first_error.error = f"no structured-output form accepted ({first_error.error})"
         first_error.retryable = False
         return first_error
+
+    def _settle(self, grant: Grant | None, used: int | None) -> None:
+        if self._gate is not None and grant is not None:
+            self._gate.settle(grant, used)
 
     def _where(self) -> str:
         return self._endpoint.base_url or "api.openai.com"
@@ -102,6 +141,7 @@ class OpenAITransport:
             error=f"HTTP {code} from {self._where()}: {exc.message}",
             retryable=retryable,
             retry_after=_retry_after(exc) if code == 429 else None,
+            throttled=code == 429,
         )
 
     def _arguments(self, request: ChatRequest, mode: str) -> dict[str, Any]:

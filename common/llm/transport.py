@@ -32,7 +32,8 @@ class ChatRequest:
 @dataclass
 class Completion:
     """The model's text and token counts, or why the call failed (`error`) and whether
-    trying again could help (`retryable`: timeouts, 429, 5xx, a dropped connection)."""
+    trying again could help (`retryable`: timeouts, 429, 5xx, a dropped connection);
+    `throttled` for a 429, and how long the call waited for its endpoint's budget."""
 
     text: str = ""
     prompt_tokens: int = 0
@@ -41,6 +42,8 @@ class Completion:
     error: str | None = None
     retryable: bool = False
     retry_after: float | None = None
+    throttled: bool = False
+    waited_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -2,7 +2,9 @@
 
 A job's extract chunk, a commit stage, or a question opens `metered()`; every model call
 made in that thread while it is open is counted in it, by stage. Calls a skip rule saved
-are counted too, so a job shows what it spent and what it did not have to.
+are counted too, so a job shows what it spent and what it did not have to. Per endpoint role
+(`extractor`, `general`) it also counts HTTP calls, tokens, 429s and waits for the budget
+(`llm.endpoint.<role>.<what>`).
 """
 
 from __future__ import annotations
@@ -11,8 +13,14 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from common.llm.transport import Completion
 
 PREFIX = "llm."
+ENDPOINT = "endpoint"
+ENDPOINT_COUNTS = ("calls", "tokens", "throttled", "waits", "wait_ms")
 
 
 @dataclass
@@ -20,6 +28,20 @@ class Usage:
     """Per stage: calls made, prompt and completion tokens, calls saved by a skip rule."""
 
     stages: dict[str, dict[str, int]] = field(default_factory=dict)
+    endpoints: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def _endpoint(self, role: str) -> dict[str, int]:
+        return self.endpoints.setdefault(role, dict.fromkeys(ENDPOINT_COUNTS, 0))
+
+    def called(self, role: str, done: Completion) -> None:
+        """One HTTP call (or engine call) of an endpoint role, failed ones included."""
+        e = self._endpoint(role)
+        e["calls"] += 1
+        e["tokens"] += done.prompt_tokens + done.completion_tokens
+        e["throttled"] += int(done.throttled)
+        if done.waited_s > 0:
+            e["waits"] += 1
+            e["wait_ms"] += round(done.waited_s * 1000)
 
     def _stage(self, stage: str) -> dict[str, int]:
         return self.stages.setdefault(
@@ -41,6 +63,10 @@ class Usage:
             mine = self._stage(stage)
             for key, value in counts.items():
                 mine[key] = mine.get(key, 0) + value
+        for role, counts in other.endpoints.items():
+            mine = self._endpoint(role)
+            for key, value in counts.items():
+                mine[key] = mine.get(key, 0) + value
 
     def total(self, key: str) -> int:
         return sum(counts.get(key, 0) for counts in self.stages.values())
@@ -55,6 +81,8 @@ class Usage:
         if self.stages:
             for key in ("prompt_tokens", "completion_tokens"):
                 out[f"{PREFIX}{key}"] = self.total(key)
+        for role, counts in sorted(self.endpoints.items()):
+            out |= {f"{PREFIX}{ENDPOINT}.{role}.{key}": value for key, value in counts.items()}
         return out
 
     @classmethod
@@ -64,6 +92,8 @@ class Usage:
             parts = name.split(".")
             if len(parts) == 3 and parts[0] + "." == PREFIX:
                 usage._stage(parts[1])[parts[2]] = int(value)
+            elif len(parts) == 4 and parts[0] + "." == PREFIX and parts[1] == ENDPOINT:
+                usage._endpoint(parts[2])[parts[3]] = int(value)
         return usage
 
 
@@ -95,3 +125,9 @@ def skipped(stage: str, n: int = 1) -> None:
     usage = _CURRENT.get()
     if usage is not None:
         usage.skipped(stage, n)
+
+
+def endpoint(role: str, done: Completion) -> None:
+    usage = _CURRENT.get()
+    if usage is not None:
+        usage.called(role, done)

@@ -9,6 +9,7 @@ from common.errors import Conflict, NotFound
 from common.memory.commit import resume
 from common.memory.context import MemoryContext
 from common.memory.erase import ErasureReport, erase_facts, erase_session, erase_space
+from common.memory.stages import cancel_session
 from common.models import ids
 from common.models.jobs import AdminPayload, ReadPayload
 from common.models.memory import Event, Fact, Profile
@@ -114,10 +115,13 @@ def administer(ctx: MemoryContext, coord: Coordination, p: AdminPayload) -> dict
     elif p.op == "erase_session":
         assert p.item_id is not None
         if p.item_id in in_flight:
-            raise Conflict(
-                f"session {p.item_id!r} is still being ingested (job "
-                f"{ids.job_id(p.tenant, p.space, p.item_id)}); erase it once the job finishes"
-            )
+            if _writing(ctx, p.tenant, p.space, [p.item_id]):
+                raise Conflict(
+                    f"session {p.item_id!r} is being committed to memory (job "
+                    f"{ids.job_id(p.tenant, p.space, p.item_id)}); erase it once the job finishes"
+                )
+            _cancel(ctx, coord, p.tenant, p.space, p.item_id, report)
+            return {"erased": report.as_dict()}
         if records.get_session(ctx.store, p.tenant, p.space, p.item_id) is not None:
             erase_session(ctx, p.tenant, p.space, p.item_id, report)
         elif _job_leftovers(coord, p.tenant, p.space, p.item_id):
@@ -126,16 +130,54 @@ def administer(ctx: MemoryContext, coord: Coordination, p: AdminPayload) -> dict
             raise NotFound(f"no session {p.item_id!r} in space {p.space!r}")
         _forget_jobs(coord.jobs, coord.chunks, p.tenant, p.space, [p.item_id])
     else:
-        if in_flight:
+        writing = _writing(ctx, p.tenant, p.space, in_flight)
+        if writing:
             raise Conflict(
-                f"space {p.space!r} still has {len(in_flight)} sessions being ingested; "
-                "erase it once their jobs finish"
+                f"space {p.space!r} has {len(writing)} sessions being committed to memory "
+                f"({', '.join(repr(s) for s in writing[:5])}); erase it once their jobs finish"
             )
+        for session_id in in_flight:
+            _cancel(ctx, coord, p.tenant, p.space, session_id, report)
         erase_space(ctx, p.tenant, p.space, report)
-        _forget_jobs(coord.jobs, coord.chunks, p.tenant, p.space, report.sessions_deleted)
+        cancelled = set(in_flight)
+        _forget_jobs(
+            coord.jobs,
+            coord.chunks,
+            p.tenant,
+            p.space,
+            [s for s in report.sessions_deleted if s not in cancelled],
+        )
         coord.sequence.forget(p.tenant, p.space)
         coord.versions.forget(p.tenant, p.space)
     return {"erased": report.as_dict()}
+
+
+def _writing(ctx: MemoryContext, tenant: str, space: str, in_flight: list[str]) -> list[str]:
+    """The sessions in flight whose memory is being written (committed, being profiled): an
+    erasure waits for their jobs. Those with no memory yet (no record, or `accepted`) can be
+    cancelled."""
+    writing = []
+    for session_id in in_flight:
+        stored = records.get_session(ctx.store, tenant, space, session_id)
+        if stored is not None and stored.status != "accepted":
+            writing.append(session_id)
+    return writing
+
+
+def _cancel(
+    ctx: MemoryContext,
+    coord: Coordination,
+    tenant: str,
+    space: str,
+    session_id: str,
+    report: ErasureReport,
+) -> None:
+    """A session accepted but with no memory written yet: its job fails as erased and its
+    queue state, drafts and stored record go (the caller holds the space's lock, so no drain
+    commits it meanwhile)."""
+    cancel_session(coord, tenant, space, session_id)
+    records.delete_session(ctx.store, tenant, space, session_id)
+    report.sessions_deleted.append(session_id)
 
 
 def _job_leftovers(coord: Coordination, tenant: str, space: str, session_id: str) -> bool:

@@ -17,12 +17,14 @@ from enum import StrEnum
 
 from common.errors import AtomMemError
 from common.llm import usage
+from common.llm.budget import WAITING, BudgetShort
 from common.memory.commit import commit_facts, profile_batch, profile_flush, resume
 from common.memory.context import MemoryContext
 from common.memory.extract import chunks, draft_session
 from common.memory.ingest import accept, note_participants, session_hash
+from common.models import ids
 from common.models.drafts import DraftFact
-from common.models.jobs import AcceptPayload, ExtractPayload
+from common.models.jobs import FINISHED, AcceptPayload, ExtractPayload
 from common.models.session import SessionInput
 from common.store import records
 from common.store.coordination import ChunkParking, Coordination
@@ -30,6 +32,7 @@ from common.store.coordination.liveness import HEARTBEAT
 from common.store.coordination.locks import LockLost
 
 WORKING = ("extracting", "committing", "profiling")
+ERASED = "erased while being ingested"
 
 
 class Next(StrEnum):
@@ -49,10 +52,44 @@ def fail_job(
     _leave_sequence(coord, tenant, space, session_id)
 
 
+def wait_for_budget(coord: Coordination, tenant: str, job_id: str) -> None:
+    """The job's step went back to its queue to wait for the model budget: the job says so,
+    in its state of the moment (waiting is never a failure), and counts as progressing."""
+    job = coord.jobs.get_job(tenant, job_id)
+    if job is not None and job.state not in FINISHED:
+        coord.jobs.update_job(tenant, job_id, reason=WAITING)
+
+
 def _leave_sequence(coord: Coordination, tenant: str, space: str, session_id: str) -> None:
     """The session leaves its space's sequence and its parked chunks go."""
     coord.sequence.unregister(tenant, space, session_id)
     coord.chunks.drop_chunks(tenant, space, session_id)
+
+
+def cancel_session(coord: Coordination, tenant: str, space: str, session_id: str) -> None:
+    """Erase a session that has written no memory yet (the caller holds the space's lock and
+    deletes its stored record): its job fails as erased and loses its payload, then the
+    session leaves the sequence and its parked drafts go. In that order: a task of the job
+    still running checks the job after its own write (`accept_stage`, `abandoned`), so
+    whatever it writes after the job changed is dropped by the task, and whatever it wrote
+    before by this."""
+    coord.jobs.cancel_job(tenant, ids.job_id(tenant, space, session_id), ERASED)
+    _leave_sequence(coord, tenant, space, session_id)
+
+
+def abandoned(coord: Coordination, payload: ExtractPayload) -> bool:
+    """Checked after parking a chunk: whether its job was erased or failed meanwhile. Then
+    the session's parked drafts go (an erasure's own drop may have run before this chunk
+    was parked), and nothing asks for a drain."""
+    job = coord.jobs.get_job(payload.tenant, payload.job_id)
+    gone = (
+        job is None
+        or job.state == "failed"
+        or coord.jobs.job_payload(payload.tenant, payload.job_id) is None
+    )
+    if gone:
+        coord.chunks.drop_chunks(payload.tenant, payload.space, payload.session.session_id)
+    return gone
 
 
 def accept_stage(
@@ -60,8 +97,16 @@ def accept_stage(
 ) -> list[ExtractPayload] | None:
     """Store the raw session; return the chunks still to extract (a redelivered accept skips
     those already parked), or None when the session needs nothing more."""
+    session_id = payload.session.session_id
     stored = coord.jobs.job_payload(payload.tenant, payload.job_id)
-    if stored is not None and not _same_session(stored, payload):
+    if stored is None:
+        # Erased while being ingested (or expired): nothing to accept. A sweep that read the
+        # payload just before the erasure may have put the session back in the sequence, and
+        # an earlier delivery of this task, killed after storing the record, left it.
+        coord.sequence.unregister(payload.tenant, payload.space, session_id)
+        _drop_record(ctx, payload, session_hash(payload.session))
+        return None
+    if not _same_session(stored, payload):
         return None  # not the payload the job was accepted with: it must never replace it
     records.require_space(ctx.store, payload.tenant, payload.space)
     record, pending = accept(ctx, payload.tenant, payload.space, payload.session, payload.job_id)
@@ -80,10 +125,41 @@ def accept_stage(
     if record.status != "accepted":
         coord.jobs.update_job(payload.tenant, payload.job_id, state="committing")
         return []  # extraction already committed; the drain takes it from here
+    again = coord.jobs.job_payload(payload.tenant, payload.job_id)
+    if again is None or not _same_session(again, payload):
+        # Erased while this ran (checked after the record's write, so one of the two removes
+        # it), and maybe submitted again since with other content: what it stored goes, and
+        # the new job is left alone.
+        _drop_record(ctx, payload, record.content_hash)
+        return None
     coord.jobs.update_job(payload.tenant, payload.job_id, state="extracting")
     parked = coord.chunks.parked(payload.tenant, payload.space, payload.session.session_id)
     todo = extract_payloads(ctx, payload.job_id, payload.tenant, payload.space, payload.session)
     return [p for p in todo if p.chunk not in parked]  # none left: the drain takes it over
+
+
+def _drop_record(ctx: MemoryContext, payload: AcceptPayload, content_hash: str) -> None:
+    """Delete the session's stored record if it is the one this job stored for this content
+    and no memory was written from it yet; any other record is left as it is."""
+    session_id = payload.session.session_id
+    found = records.get_session(ctx.store, payload.tenant, payload.space, session_id)
+    if (
+        found is not None
+        and found.status == "accepted"
+        and found.plan is None
+        and found.job_id == payload.job_id
+        and found.content_hash == content_hash
+    ):
+        records.delete_session(ctx.store, payload.tenant, payload.space, session_id)
+
+
+def erased(coord: Coordination, tenant: str, job_id: str) -> bool:
+    """Whether the job was erased while being ingested: failed, and without its payload
+    (`cancel_session` writes both at once; the mark every later reader checks)."""
+    job = coord.jobs.get_job(tenant, job_id)
+    return (
+        job is not None and job.state == "failed" and coord.jobs.job_payload(tenant, job_id) is None
+    )
 
 
 def _same_session(stored: str, payload: AcceptPayload) -> bool:
@@ -110,6 +186,7 @@ def extract_payloads(
             context_turns=skip,
             chunk=i,
             chunks=len(cut),
+            session_hash=session_hash(session),
         )
         for i, (chunk, skip) in enumerate(cut)
     ]
@@ -126,6 +203,7 @@ def extract_stage(ctx: MemoryContext, chunks: ChunkParking, payload: ExtractPayl
     body = {
         "drafts": [d.model_dump(mode="json") for d in drafts],
         "usage": used.as_counts(),
+        "session_hash": payload.session_hash,
     }
     parked = chunks.put_chunk(
         payload.tenant,
@@ -139,15 +217,32 @@ def extract_stage(ctx: MemoryContext, chunks: ChunkParking, payload: ExtractPayl
 
 
 def parked_drafts(
-    chunks: ChunkParking, tenant: str, space: str, session_id: str
+    chunks: ChunkParking,
+    tenant: str,
+    space: str,
+    session_id: str,
+    content_hash: str | None = None,
 ) -> tuple[list[DraftFact], dict[str, int]] | None:
     """The session's drafts in chunk order and what extracting them cost, or None while a
-    chunk is still being extracted."""
+    chunk is still being extracted.
+
+    A chunk drafted from other content than `content_hash` (a late task of an erased job,
+    parked after the session was submitted again with other content) is dropped and counts
+    as not extracted: the job's next resend extracts it again."""
     present = chunks.parked(tenant, space, session_id)  # names only: cheap while incomplete
     total = max(present.values(), default=0)
     if not present or any(i not in present for i in range(total)):
         return None
     parked = {i: json.loads(raw) for i, raw in chunks.get_chunks(tenant, space, session_id).items()}
+    stale = [
+        i
+        for i, body in parked.items()
+        if content_hash is not None and (body.get("session_hash") or content_hash) != content_hash
+    ]
+    for i in stale:
+        chunks.drop_chunk(tenant, space, session_id, i)
+    if stale:
+        return None
     cost = usage.Usage()
     for i in range(total):
         cost.merge(usage.Usage.from_counts(parked[i].get("usage", {})))
@@ -180,6 +275,12 @@ def drain_stage(ctx: MemoryContext, coord: Coordination, tenant: str, space: str
             return Next.NOTHING  # not accepted yet
         record = resume(ctx, record)
         job_id = record.job_id or ""
+        if record.status == "accepted" and erased(coord, tenant, job_id):
+            # An erasure cancelled it and was interrupted before it finished: finish it here
+            # rather than commit what it erased.
+            records.delete_session(ctx.store, tenant, space, head)
+            _leave_sequence(coord, tenant, space, head)
+            return Next.DRAIN
         if record.status == "done":
             _leave_sequence(coord, tenant, space, head)
             job = coord.jobs.get_job(tenant, job_id)
@@ -191,22 +292,25 @@ def drain_stage(ctx: MemoryContext, coord: Coordination, tenant: str, space: str
             return Next.DRAIN
         if record.status == "committed":
             return Next.PROFILE
-        parked = parked_drafts(coord.chunks, tenant, space, head)
+        parked = parked_drafts(coord.chunks, tenant, space, head, record.content_hash)
         if parked is None:
             return Next.NOTHING  # still extracting: its last chunk asks for a drain
         drafts, extraction = parked
-        coord.jobs.update_job(tenant, job_id, state="committing")
+        coord.jobs.update_job(tenant, job_id, state="committing", reason=None)
         try:
             commit_facts(
                 ctx, record, drafts, extraction, _still_holding(coord, tenant, space, token)
             )
         except LockLost:
             return Next.BUSY  # the lock's new holder commits it
+        except BudgetShort:
+            wait_for_budget(coord, tenant, job_id)
+            raise  # the task comes back to this drain in a while (workers.tasks.policy)
         except AtomMemError as exc:
             fail_job(coord, tenant, space, head, job_id, str(exc))
             return Next.DRAIN
         note_participants(ctx, tenant, space, record.session)
-        coord.jobs.update_job(tenant, job_id, state="profiling", counts=record.stats)
+        coord.jobs.update_job(tenant, job_id, state="profiling", counts=record.stats, reason=None)
         return Next.PROFILE
     finally:
         coord.locks.release(tenant, space, token)
@@ -234,12 +338,17 @@ def profile_stage(
                 profile_batch(ctx, record, _still_holding(coord, tenant, space, token))
             except LockLost:
                 return Next.BUSY
+            except BudgetShort:
+                wait_for_budget(coord, tenant, record.job_id or "")
+                raise
             except AtomMemError as exc:  # e.g. the model failed for good: nothing applied
                 reason = f"profile batch: {exc}"
                 fail_job(coord, tenant, space, session_id, record.job_id or "", reason)
                 return Next.DRAIN
         _leave_sequence(coord, tenant, space, session_id)
-        coord.jobs.update_job(tenant, record.job_id or "", state="done", counts=record.stats)
+        coord.jobs.update_job(
+            tenant, record.job_id or "", state="done", counts=record.stats, reason=None
+        )
         return Next.DRAIN
     finally:
         coord.locks.release(tenant, space, token)

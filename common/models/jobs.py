@@ -53,6 +53,11 @@ class ExtractPayload(TaskPayload):
     context_turns: int = Field(ge=0, description="how many leading turns are context only")
     chunk: int = Field(ge=0)
     chunks: int = Field(ge=1, description="how many chunks the session was cut into")
+    session_hash: str = Field(
+        default="",
+        description="the content hash of the whole session the chunk was cut from: its drafts "
+        "are committed only into a session of that content",
+    )
 
 
 class SpacePayload(TaskPayload):

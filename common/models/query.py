@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -65,9 +65,10 @@ class GraphEdge(BaseModel):
 
 
 class RecallGraph(BaseModel):
-    """Why graph recall found what it did: the seeds, the strongest expanded facts, and the
-    edges between them by channel (the walk ran over `local_nodes` facts, `edges_total`
-    edges)."""
+    """Why graph recall found what it did: every seed and every hit, then the most activated
+    expanded facts (up to 40 nodes in all, unless the seeds and hits alone are more), and the
+    strongest edges between them, one per pair of facts and channel (the walk ran over
+    `local_nodes` facts and `edges_total` such edges)."""
 
     nodes: list[GraphNode]
     edges: list[GraphEdge]
@@ -75,10 +76,40 @@ class RecallGraph(BaseModel):
     edges_total: int
 
 
+class PendingTurn(BaseModel):
+    """A turn of a session accepted but not yet committed to memory, found by its own S_h."""
+
+    status: Literal["pending"] = "pending"
+    session_id: str
+    turn_id: str
+    position: int
+    speaker: str
+    text: str
+    time: datetime = Field(description="when its session started")
+    score: float = Field(
+        description="S_h = alpha*cos + beta*L with the facts' weights, L being BM25 over the "
+        "pending turns searched, scaled to [0, 1]"
+    )
+
+
 class SearchResponse(BaseModel):
     question: str
     intent: QueryIntent
     hits: list[SearchHit]
+    pending: list[PendingTurn] = Field(
+        default_factory=list,
+        description="turns of the space's sessions accepted but not yet committed (in the "
+        "queues or being extracted), in every mode: each turn's S_h = alpha*cos(turn, "
+        "question) + beta*L, the facts' weights, L = BM25 over the pending turns searched "
+        "scaled to [0, 1]; the top `retrieval.pending_top_k` with S_h at least "
+        "`retrieval.pending_min_score`, best first. Beside `hits`, never merged into them; a "
+        "turn that is already the source of a hit is left out",
+    )
+    pending_cut: int = Field(
+        default=0,
+        description="pending turns not searched: a backlog past `retrieval.pending_max_turns` "
+        "is searched newest sessions first",
+    )
     profiles: list[ProfileHit]
     events: list[EventHit]
     timings_ms: dict[str, float]
@@ -93,4 +124,7 @@ class SearchResponse(BaseModel):
 
 class AskResponse(SearchResponse):
     answer: str
-    answer_fact_ids: list[str]
+    answer_fact_ids: list[str] = Field(
+        description="the evidence the answer used: fact ids, and for a pending turn "
+        "(evidence after the facts) `pending:<session_id>:<turn id>`"
+    )

@@ -5,6 +5,7 @@ with random walk with restart, and profiles; `flat`, `no-graph`, `no-profile` ar
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Literal
@@ -15,15 +16,18 @@ from common.errors import InvalidInput
 from common.llm import usage
 from common.llm.contracts import Answer, EvidenceItem, QueryIntent
 from common.memory.context import MemoryContext
-from common.models.memory import Event, Fact, Profile, ProfileVersion
+from common.models.memory import Event, Fact, FactTime, Profile, ProfileVersion
 from common.models.query import (
     AskResponse,
     EventHit,
+    PendingTurn,
     ProfileHit,
     RecallGraph,
     SearchHit,
     SearchResponse,
 )
+from common.models.session import SessionInput
+from common.retrieval import pending as pending_turns
 from common.retrieval.explain import recall_graph
 from common.retrieval.graph import GraphResult, LocalGraph
 from common.retrieval.ppr import fuse_ranks
@@ -51,6 +55,8 @@ class SearchResult:
     timings_ms: dict[str, float] = field(default_factory=dict)
     llm_usage: dict[str, int] = field(default_factory=dict)
     graph: RecallGraph | None = None
+    pending: list[pending_turns.PendingHit] = field(default_factory=list)
+    pending_cut: int = 0
 
 
 @dataclass
@@ -177,9 +183,12 @@ def search(
     now: datetime | None = None,
     mode: RecallMode | None = None,
     explain: bool = False,
+    pending: Sequence[SessionInput] = (),
 ) -> SearchResult:
     """The top-k facts for a question, with the events and profiles used and stage timings;
-    with `explain`, also the recall graph (in the modes that walk one)."""
+    with `explain`, also the recall graph (in the modes that walk one). `pending`: the
+    space's sessions not yet committed (in session order), whose best turns come back
+    beside the facts in every mode."""
     if not question.strip():
         raise InvalidInput("the question is empty")
     clock = _Clock()
@@ -220,12 +229,56 @@ def search(
             clock.lap("graph")
             if explain:
                 graph = recall_graph(index, walked, seeded, [h.fact.id for h in hits])
+                clock.lap("explain")
     profiles: list[tuple[Profile, Profile | ProfileVersion]] = []
     if intent.needs_profile and mode not in ("flat", "no-profile"):
         profiles = top_profiles(ctx, tenant, space, intent, query, vector, now.date())
         clock.lap("profiles")
+    found = pending_turns.PendingResult([], 0, 0)
+    if pending:
+        found = _pending(ctx, pending, vector, query, hits)
+        clock.lap("pending")
     return SearchResult(
-        question, intent, hits, profiles, events, clock.done(), used.as_counts(), graph
+        question,
+        intent,
+        hits,
+        profiles,
+        events,
+        clock.done(),
+        used.as_counts(),
+        graph,
+        found.hits,
+        found.cut,
+    )
+
+
+def _pending(
+    ctx: MemoryContext,
+    sessions: Sequence[SessionInput],
+    vector: np.ndarray,
+    query: TextQuery,
+    hits: list[Hit],
+) -> pending_turns.PendingResult:
+    """The best turns of the pending sessions, minus those a returned fact came from (a
+    session committed while the question was being answered counts once)."""
+    sources = frozenset(
+        (source.session_id, turn)
+        for h in hits
+        for source in (h.fact.source, *h.fact.also_from)
+        for turn in source.turn_ids
+    )
+    cfg = ctx.settings.retrieval
+    cache = pending_turns.turn_vectors(ctx.embedder)
+    return pending_turns.rank(
+        sessions,
+        vector,
+        query,
+        lambda session, rows: cache.get(session, rows, ctx.embedder.encode),
+        ctx.settings.similarity,
+        cfg.pending_top_k,
+        cfg.pending_min_score,
+        cfg.pending_max_turns,
+        sources,
     )
 
 
@@ -267,13 +320,26 @@ def ask(
     k: int | None = None,
     mode: RecallMode | None = None,
     explain: bool = False,
+    pending: Sequence[SessionInput] = (),
 ) -> AskResult:
-    """Search, then an answer from the configured backend with its evidence."""
+    """Search, then an answer from the configured backend with its evidence: the facts, then
+    the pending turns (named `pending:<session_id>:<turn id>`)."""
     with usage.metered() as used:
-        result = search(ctx, tenant, space, question, k=k, now=now, mode=mode, explain=explain)
+        result = search(
+            ctx, tenant, space, question, k=k, now=now, mode=mode, explain=explain, pending=pending
+        )
         evidence = [
             EvidenceItem(fact_id=h.fact.id, text=h.fact.text, score=h.score, time=h.fact.time)
             for h in result.hits
+        ]
+        evidence += [
+            EvidenceItem(
+                fact_id=p.evidence_id,
+                text=pending_turns.turn_text(p.turn),
+                score=p.score,
+                time=FactTime(session=p.session.started_at),
+            )
+            for p in result.pending
         ]
         answer = ctx.backend.answer(question, result.intent, evidence)
     result.llm_usage = used.as_counts()  # intent and answer
@@ -305,6 +371,19 @@ def search_response(result: SearchResult) -> SearchResponse:
         timings_ms=result.timings_ms,
         llm_usage=result.llm_usage,
         graph=result.graph,
+        pending=[
+            PendingTurn(
+                session_id=p.session.session_id,
+                turn_id=str(p.turn.id),
+                position=p.turn.position or 0,
+                speaker=p.turn.speaker,
+                text=p.turn.text,
+                time=p.session.started_at,
+                score=p.score,
+            )
+            for p in result.pending
+        ],
+        pending_cut=result.pending_cut,
     )
 
 

@@ -100,3 +100,23 @@ def replies(tenant: str) -> str:
 
 
 FAIR_RUNNING = "atommem:fairrunning"  # hash: tenant → fair-lane steps now running, every lane
+
+
+# Model budgets (common/store/coordination/budgets.py), one per endpoint: "base_url model".
+MODEL_ENDPOINTS = "atommem:llm:endpoints"  # set: every endpoint that has counters
+
+
+def model_budget(endpoint: str) -> str:
+    """Hash: the endpoint's request and token bucket levels, when they were refilled, and the
+    time a 429 told every process to hold off until."""
+    return f"atommem:llm:budget:{endpoint}"
+
+
+def model_leases(endpoint: str) -> str:
+    """Sorted set: lease id of each call in flight → when the lease lapses (its process died)."""
+    return f"atommem:llm:leases:{endpoint}"
+
+
+def model_counters(endpoint: str) -> str:
+    """Hash: calls, tokens, 429s, waits and wait milliseconds, re-queues of the endpoint."""
+    return f"atommem:llm:counters:{endpoint}"

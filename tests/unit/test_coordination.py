@@ -213,6 +213,25 @@ def test_a_deleted_job_and_a_forgotten_version_are_gone(opener: Opener, tenant: 
     assert c.versions.version(tenant, "x") == 0
 
 
+def test_a_failed_or_done_job_goes_back_to_work_only_when_reopened(
+    opener: Opener, tenant: str
+) -> None:
+    c = opener()
+    c.jobs.put_job(_job(tenant), "{}")
+    c.jobs.cancel_job(tenant, "j1", "erased")
+    late = c.jobs.update_job(tenant, "j1", state="extracting", reason=None)  # a late task
+    assert late is not None and (late.state, late.reason) == ("failed", "erased")
+    assert c.jobs.job_payload(tenant, "j1") is None
+    assert all(j.job_id != "j1" or j.tenant != tenant for j in c.jobs.open_jobs())
+    again = c.jobs.update_job(tenant, "j1", reopen=True, state="queued", reason=None)
+    assert again is not None and (again.state, again.reason) == ("queued", None)
+    c.jobs.update_job(tenant, "j1", state="done")
+    kept = c.jobs.update_job(tenant, "j1", state="committing")
+    assert kept is not None and kept.state == "done"
+    marked = c.jobs.update_job(tenant, "j1", unchanged=True)  # a finished job's own fields
+    assert marked is not None and marked.state == "done" and marked.unchanged
+
+
 def test_recent_jobs_are_the_tenants_newest_first_and_forget_deleted_ones(
     opener: Opener, tenant: str
 ) -> None:

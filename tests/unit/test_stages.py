@@ -57,12 +57,13 @@ def test_drain_over_a_session_already_done(tmp_path: Path, state: str, finished:
         assert after.state == "queued" and after.counts == {}
 
 
-def _park(chunks: ChunkParking, chunk: int, of: int, texts: list[str]) -> int:
+def _park(chunks: ChunkParking, chunk: int, of: int, texts: list[str], content: str = "") -> int:
     drafts = [
         draft(REC, text, unit(1, 0, 0, 0), ["k"], ["Ann"], index=i).model_dump(mode="json")
         for i, text in enumerate(texts)
     ]
-    return chunks.put_chunk("t", "s", "s1", chunk, of, json.dumps({"drafts": drafts}))
+    body = {"drafts": drafts, "session_hash": content}
+    return chunks.put_chunk("t", "s", "s1", chunk, of, json.dumps(body))
 
 
 REC = session_record("s1", 0, datetime(2024, 3, 1), ["Ann"])
@@ -79,6 +80,22 @@ def test_parked_chunks_count_once_and_assemble_in_chunk_order(tmp_path: Path) ->
     parked = parked_drafts(chunks, "t", "s", "s1")
     assert parked is not None
     assert [d.text for d in parked[0]] == ["first a", "first b", "third"]
+
+
+def test_drafts_of_other_content_are_dropped_and_never_committed(tmp_path: Path) -> None:
+    """A late extract of an erased job parks drafts of the old content after the session was
+    submitted again with new content: the drain drops them and waits for the new ones."""
+    ctx = make_ctx(tmp_path)
+    coord = queued_head(ctx, REC, tmp_path / "c.sqlite")
+    _park(coord.chunks, 0, 2, ["Ann moved to Oslo."], content=REC.content_hash)
+    _park(coord.chunks, 1, 2, ["Ann's erased secret."], content="the erased content")
+    assert parked_drafts(coord.chunks, "t", "s", "s1", REC.content_hash) is None
+    assert coord.chunks.parked("t", "s", "s1") == {0: 2}  # the stale chunk is gone
+    assert drain_stage(ctx, coord, "t", "s") == Next.NOTHING
+    _park(coord.chunks, 1, 2, ["Ann adopted a cat."], content=REC.content_hash)
+    assert drain_stage(ctx, coord, "t", "s") == Next.PROFILE
+    assert coord.jobs.get_job("t", "j1").counts["facts_in"] == 2  # type: ignore[union-attr]
+    assert not any("secret" in f.text for f in ctx.index("t", "s").facts.items())
 
 
 def test_drain_commits_the_head_once_its_last_chunk_is_parked(tmp_path: Path) -> None:

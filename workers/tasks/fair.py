@@ -21,6 +21,7 @@ from typing import Any
 from celery import Task
 from celery.exceptions import Retry
 
+from common.llm.budget import BudgetShort
 from common.models.jobs import TaskPayload
 from common.queues import Queue, TaskName
 from common.store.coordination import FairLanes
@@ -86,8 +87,8 @@ def lease_s() -> float:
 def turn(task: Task, lane: Queue) -> Iterator[tuple[TaskName, dict[str, Any]] | None]:
     """The step this task runs, as (task name, payload): the next of the tenant with the
     fewest steps running, or the one it took before when it is a retry or a redelivery. Let go
-    once the step is done or failed for good; a transient error keeps it for the retry under
-    the same task id."""
+    once the step is done or failed for good; a transient error or a short model budget
+    keeps it for the retry under the same task id."""
     fair = runtime.coordination().fair
     if fair is None:  # a lane task on a worker without Redis coordination: nothing to take
         yield None
@@ -101,7 +102,7 @@ def turn(task: Task, lane: Queue) -> Iterator[tuple[TaskName, dict[str, Any]] | 
     step = json.loads(taken.claim.entry)
     try:
         yield TaskName(step["task"]), step["payload"]
-    except (Retry, *TRANSIENT):
+    except (Retry, BudgetShort, *TRANSIENT):  # the same step runs again under this task id
         raise
     except BaseException:
         fair.release(lane.value, task_id)

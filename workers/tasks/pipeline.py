@@ -13,6 +13,7 @@ from typing import Any
 
 from celery import Task, group
 
+from common.llm.budget import WAITING
 from common.memory import stages
 from common.models.jobs import (
     AcceptPayload,
@@ -69,7 +70,8 @@ def _accept(p: AcceptPayload) -> None:
 def extract(self: Task, payload: dict[str, Any]) -> None:
     """Draft the facts of one chunk of turns (Fact Executor, metadata, embeddings) and park
     them; the chunk that completes the session asks for a drain. Writes no memory, so a
-    redelivered chunk only parks the same drafts again."""
+    redelivered chunk only parks the same drafts again; one whose job was erased meanwhile
+    takes the session's drafts out again."""
     _extract(ExtractPayload.model_validate(payload))
 
 
@@ -81,7 +83,11 @@ def _extract(p: ExtractPayload) -> None:
         return  # another chunk of this session failed: parking this one would only linger
     with job_fails_on_permanent_error(p) as outcome:
         complete = stages.extract_stage(runtime.context(), coord.chunks, p)
-    if not outcome.failed and complete:
+    if outcome.failed or stages.abandoned(coord, p):
+        return  # erased (or failed) while extracting: what it parked is gone again
+    if job is not None and job.reason == WAITING:  # its model calls went through
+        coord.jobs.update_job(p.tenant, p.job_id, reason=None)
+    if complete:
         _request_drain(p.tenant, p.space)
 
 

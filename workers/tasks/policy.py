@@ -11,9 +11,12 @@ from typing import Any
 
 import redis
 from celery import Task
+from celery.exceptions import Retry
 from qdrant_client.http.exceptions import ResponseHandlingException
 
 from common.errors import AtomMemError
+from common.llm import budget
+from common.llm.budget import BudgetShort
 from common.memory import stages
 from common.models.jobs import AcceptPayload, ExtractPayload, SpacePayload
 from common.queues import TaskName
@@ -34,11 +37,40 @@ RETRY: dict[str, Any] = {
 }
 
 
+def budget_countdown(short: BudgetShort) -> float:
+    """When a task the model budget sent back runs again: when the budget may allow it, but
+    well within the visibility timeout (an ETA task is unacked while it waits) and within the
+    sweep's patience (each return refreshes its job's progress)."""
+    b = runtime.settings().broker
+    return max(0.5, min(short.retry_in, b.job_stale_s / 2, b.visibility_timeout / 2))
+
+
+def requeue(task: Task, short: BudgetShort) -> Retry:
+    """Send the task again, same id and payload, in a while: backpressure, not a failure, so
+    unlike `task.retry` it leaves the retry count (the budget for transient errors) alone."""
+    countdown = budget_countdown(short)
+    again = task.signature_from_request(
+        task.request, None, None, countdown=countdown, retries=task.request.retries
+    )
+    again.apply_async()
+    return Retry(f"{short} (again in {countdown:g} s)", when=countdown, sig=again)
+
+
 class JobTask(Task):  # type: ignore[misc]
-    """A task that marks the job in its payload alive while it runs (see workers.leases)."""
+    """A task that marks the job in its payload alive while it runs (see workers.leases), and
+    goes back to its queue for a while when its model budget is short."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         start_heartbeat()
+        try:
+            with budget.task_scope():
+                return self._run_for_job(*args, **kwargs)
+        except BudgetShort as short:
+            if self.request.called_directly:
+                raise
+            raise requeue(self, short) from None
+
+    def _run_for_job(self, *args: Any, **kwargs: Any) -> Any:
         payload = kwargs.get("payload")
         if not isinstance(payload, dict):
             return super().__call__(*args, **kwargs)
@@ -88,12 +120,16 @@ class Outcome:
 
 @contextmanager
 def job_fails_on_permanent_error(p: AcceptPayload | ExtractPayload) -> Iterator[Outcome]:
-    """Run a session's step: a transient error propagates (Celery retries it); any other
-    error fails the job with its reason and asks for a drain, so the space moves on."""
+    """Run a session's step: a transient error propagates (Celery retries it), a short model
+    budget too (the task is re-queued, the job says it waits); any other error fails the job
+    with its reason and asks for a drain, so the space moves on."""
     outcome = Outcome()
     try:
         yield outcome
     except TRANSIENT:
+        raise
+    except BudgetShort:
+        stages.wait_for_budget(runtime.coordination(), p.tenant, p.job_id)
         raise
     except Exception as exc:  # permanent: the job says why, the space moves on
         coord = runtime.coordination()

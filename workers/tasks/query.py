@@ -1,5 +1,5 @@
-"""Search and ask against a space's memory (read-only, so safe to run twice); a reply is stored
-only while its caller waits (workers.replies)."""
+"""Search and ask against a space's memory and its sessions not yet committed (read-only, so
+safe to run twice); a reply is stored only while its caller waits (workers.replies)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from celery import Task
 
 from common.errors import AtomMemError, failure
 from common.models.jobs import QueryPayload
+from common.models.session import SessionInput
 from common.queues import Queue, TaskName
+from common.retrieval.pending import pending_sessions
 from common.retrieval.search import ask as ask_memory
 from common.retrieval.search import ask_response, search_response
 from common.retrieval.search import search as search_memory
@@ -26,7 +28,14 @@ def search(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     observe_wait(Queue.QUERY, p.enqueued_at)
     try:
         result = search_memory(
-            runtime.context(), p.tenant, p.space, p.question, k=p.k, mode=p.mode, explain=p.explain
+            runtime.context(),
+            p.tenant,
+            p.space,
+            p.question,
+            k=p.k,
+            mode=p.mode,
+            explain=p.explain,
+            pending=_pending(p),
         )
     except AtomMemError as exc:
         return failure(exc)
@@ -40,8 +49,21 @@ def ask(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     observe_wait(Queue.QUERY, p.enqueued_at)
     try:
         result = ask_memory(
-            runtime.context(), p.tenant, p.space, p.question, k=p.k, mode=p.mode, explain=p.explain
+            runtime.context(),
+            p.tenant,
+            p.space,
+            p.question,
+            k=p.k,
+            mode=p.mode,
+            explain=p.explain,
+            pending=_pending(p),
         )
     except AtomMemError as exc:
         return failure(exc)
     return ask_response(result).model_dump(mode="json")
+
+
+def _pending(p: QueryPayload) -> list[SessionInput]:
+    """The space's sessions accepted but not yet committed: reads see them too."""
+    coord = runtime.coordination()
+    return pending_sessions(runtime.context().store, coord.jobs, coord.sequence, p.tenant, p.space)

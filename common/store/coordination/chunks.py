@@ -32,6 +32,7 @@ class ChunkParking(Protocol):
         ...
 
     def get_chunks(self, tenant: str, space: str, session_id: str) -> dict[int, str]: ...
+    def drop_chunk(self, tenant: str, space: str, session_id: str, chunk: int) -> None: ...
     def drop_chunks(self, tenant: str, space: str, session_id: str) -> None: ...
 
 
@@ -60,6 +61,12 @@ class RedisChunks:
     def get_chunks(self, tenant: str, space: str, session_id: str) -> dict[int, str]:
         raw = self._r.hgetall(keys.chunks(tenant, space, session_id))
         return {int(str(k).split("/")[0]): str(v) for k, v in raw.items()}
+
+    def drop_chunk(self, tenant: str, space: str, session_id: str, chunk: int) -> None:
+        key = keys.chunks(tenant, space, session_id)
+        fields = [f for f in map(str, self._r.hkeys(key)) if f.split("/")[0] == str(chunk)]
+        if fields:
+            self._r.hdel(key, *fields)
 
     def drop_chunks(self, tenant: str, space: str, session_id: str) -> None:
         self._r.delete(keys.chunks(tenant, space, session_id))
@@ -101,6 +108,15 @@ class SqliteChunks:
 
     def get_chunks(self, tenant: str, space: str, session_id: str) -> dict[int, str]:
         return {int(c): str(d) for c, d in self._rows("chunk, data", tenant, space, session_id)}
+
+    def drop_chunk(self, tenant: str, space: str, session_id: str, chunk: int) -> None:
+        self._j.run(
+            "DELETE FROM parked_chunks WHERE tenant=? AND space=? AND session_id=? AND chunk=?",
+            tenant,
+            space,
+            session_id,
+            chunk,
+        )
 
     def drop_chunks(self, tenant: str, space: str, session_id: str) -> None:
         self._j.run(

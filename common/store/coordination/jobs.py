@@ -15,19 +15,33 @@ from common.store.coordination.journal import Journal
 class JobStore(Protocol):
     def put_job(self, job: Job, payload: str) -> None: ...
     def claim_job(self, job: Job, payload: str) -> tuple[Job, str] | None:
-        """Store the job and its payload unless the job exists: None when stored, else the
-        existing job and its payload, untouched. Atomic, so of two concurrent claims of one
-        job exactly one stores."""
+        """Store the job and its payload unless the job exists with its payload: None when
+        stored, else the existing job and its payload, untouched. Atomic, so of two
+        concurrent claims of one job exactly one stores. A job whose payload is gone (erased
+        while being ingested, or expired) is claimed afresh."""
         ...
 
     def get_job(self, tenant: str, job_id: str) -> Job | None: ...
     def job_payload(self, tenant: str, job_id: str) -> str | None: ...
-    def update_job(self, tenant: str, job_id: str, **fields: Any) -> Job | None: ...
+    def update_job(
+        self, tenant: str, job_id: str, reopen: bool = False, **fields: Any
+    ) -> Job | None:
+        """Change the job's fields; None if there is no such job. A failed job is left as it
+        is, and a done one is not moved back to work, unless `reopen` (a retry): a task still
+        running for a job that failed or was erased meanwhile cannot bring it back. Atomic
+        with every other write of the job."""
+        ...
+
     def open_jobs(self) -> list[Job]:
         """Every job not yet done or failed (what a resume sends again)."""
         ...
 
     def delete_job(self, tenant: str, job_id: str) -> None: ...
+    def cancel_job(self, tenant: str, job_id: str, reason: str) -> None:
+        """Fail the job with `reason` and drop its payload (the raw session) in one write:
+        nothing can send it again, and a task still holding it sees it gone."""
+        ...
+
     def recent_jobs(self, tenant: str, space: str | None, limit: int) -> list[Job]:
         """The tenant's newest jobs (of one space, when given), newest first."""
         ...
@@ -52,13 +66,23 @@ def _updated(job: Job, fields: dict[str, Any]) -> Job:
     return job.model_copy(update={**fields, "updated_at": time.time()})
 
 
+def _frozen(job: Job, fields: dict[str, Any], reopen: bool) -> bool:
+    """Whether this update must leave the job as it is (see `JobStore.update_job`)."""
+    if reopen:
+        return False
+    return job.state == "failed" or (
+        job.state == "done" and fields.get("state", "done") not in FINISHED
+    )
+
+
 def _member(tenant: str, job_id: str) -> str:
     return f"{tenant}\x1f{job_id}"
 
 
 _CLAIM = """
 local job = redis.call('get', KEYS[1])
-if job then return {job, redis.call('get', KEYS[2]) or ''} end
+local payload = redis.call('get', KEYS[2])
+if job and payload then return {job, payload} end
 redis.call('set', KEYS[1], ARGV[1], 'EX', ARGV[3])
 redis.call('set', KEYS[2], ARGV[2], 'EX', ARGV[3])
 redis.call('sadd', KEYS[3], ARGV[4])
@@ -130,27 +154,39 @@ class RedisJobs:
         raw = self._r.get(keys.job_payload(tenant, job_id))
         return str(raw) if raw else None
 
-    def update_job(self, tenant: str, job_id: str, **fields: Any) -> Job | None:
-        job = self.get_job(tenant, job_id)
-        if job is None:
-            return None
-        moved = job.state != fields.get("state", job.state)
-        job = _updated(job, fields)
+    def update_job(
+        self, tenant: str, job_id: str, reopen: bool = False, **fields: Any
+    ) -> Job | None:
+        key = keys.job(tenant, job_id)
         member = _member(tenant, job_id)
-        pipe = self._r.pipeline()
-        pipe.set(keys.job(tenant, job_id), job.model_dump_json(), ex=self._ttl)
-        # A new state is real progress: the sweep's backoff starts over. A resent job entering
-        # the state it was already in is not.
-        if moved:
-            pipe.hdel(keys.JOB_RESENDS, member)
-        if job.state in FINISHED:
-            pipe.srem(keys.OPEN_JOBS, member)
-            pipe.zrem(keys.JOB_PROGRESS, member)
-        else:
-            pipe.sadd(keys.OPEN_JOBS, member)
-            pipe.zadd(keys.JOB_PROGRESS, {member: job.updated_at})
-        pipe.execute()
-        return job
+        with self._r.pipeline() as pipe:
+            while True:  # optimistic: a write of the job in between (a cancel) starts it over
+                try:
+                    pipe.watch(key)  # type: ignore[no-untyped-call]
+                    raw = pipe.get(key)
+                    if raw is None:
+                        return None
+                    job = Job.model_validate_json(raw)
+                    if _frozen(job, fields, reopen):
+                        return job
+                    moved = job.state != fields.get("state", job.state)
+                    job = _updated(job, fields)
+                    pipe.multi()
+                    pipe.set(key, job.model_dump_json(), ex=self._ttl)
+                    # A new state is real progress: the sweep's backoff starts over. A resent
+                    # job entering the state it was already in is not.
+                    if moved:
+                        pipe.hdel(keys.JOB_RESENDS, member)
+                    if job.state in FINISHED:
+                        pipe.srem(keys.OPEN_JOBS, member)
+                        pipe.zrem(keys.JOB_PROGRESS, member)
+                    else:
+                        pipe.sadd(keys.OPEN_JOBS, member)
+                        pipe.zadd(keys.JOB_PROGRESS, {member: job.updated_at})
+                    pipe.execute()
+                    return job
+                except redis.WatchError:
+                    continue
 
     def touch(self, tenant: str, job_ids: list[str]) -> None:
         if job_ids:
@@ -193,8 +229,32 @@ class RedisJobs:
         pipe.zrem(keys.recent_jobs(tenant), job_id)
         pipe.execute()
 
+    def cancel_job(self, tenant: str, job_id: str, reason: str) -> None:
+        key = keys.job(tenant, job_id)
+        member = _member(tenant, job_id)
+        with self._r.pipeline() as pipe:
+            while True:  # the failed job and the payload's removal in one transaction
+                try:
+                    pipe.watch(key)  # type: ignore[no-untyped-call]
+                    raw = pipe.get(key)
+                    pipe.multi()
+                    if raw is not None:
+                        failed = _updated(
+                            Job.model_validate_json(raw), {"state": "failed", "reason": reason}
+                        )
+                        pipe.set(key, failed.model_dump_json(), ex=self._ttl)
+                    pipe.delete(keys.job_payload(tenant, job_id))
+                    pipe.srem(keys.OPEN_JOBS, member)
+                    pipe.zrem(keys.JOB_PROGRESS, member)
+                    pipe.hdel(keys.JOB_RESENDS, member)
+                    pipe.execute()
+                    return
+                except redis.WatchError:
+                    continue
+
     def recent_jobs(self, tenant: str, space: str | None, limit: int) -> list[Job]:
         out: list[Job] = []
+        seen: set[str] = set()  # a job created while paging shifts the ranks by one
         at, batch = 0, max(limit, 100)
         while len(out) < limit:
             ids = [str(j) for j in self._r.zrevrange(keys.recent_jobs(tenant), at, at + batch - 1)]
@@ -208,8 +268,10 @@ class RedisJobs:
                 at -= len(expired)
             for raw in raws:
                 job = Job.model_validate_json(raw) if raw else None
-                if job is not None and (space is None or job.space == space):
-                    out.append(job)
+                if job is None or job.job_id in seen or space not in (None, job.space):
+                    continue
+                seen.add(job.job_id)
+                out.append(job)
         return out[:limit]
 
 
@@ -235,7 +297,9 @@ class SqliteJobs:
     def claim_job(self, job: Job, payload: str) -> tuple[Job, str] | None:
         with self._j.locked() as db:
             stored = db.execute(
-                "INSERT OR IGNORE INTO jobs VALUES (?, ?, ?, ?, 1)",
+                "INSERT INTO jobs VALUES (?, ?, ?, ?, 1) ON CONFLICT (tenant, job_id) DO UPDATE"
+                " SET body=excluded.body, payload=excluded.payload, open=1"
+                " WHERE jobs.payload IS NULL OR jobs.payload = ''",
                 (job.tenant, job.job_id, job.model_dump_json(), payload),
             ).rowcount
             if stored == 1:
@@ -254,14 +318,19 @@ class SqliteJobs:
         raw = self._j.one("SELECT payload FROM jobs WHERE tenant=? AND job_id=?", tenant, job_id)
         return str(raw) if raw else None
 
-    def update_job(self, tenant: str, job_id: str, **fields: Any) -> Job | None:
+    def update_job(
+        self, tenant: str, job_id: str, reopen: bool = False, **fields: Any
+    ) -> Job | None:
         with self._j.locked() as db:
             row = db.execute(
                 "SELECT body FROM jobs WHERE tenant=? AND job_id=?", (tenant, job_id)
             ).fetchone()
             if row is None:
                 return None
-            job = _updated(Job.model_validate_json(row[0]), fields)
+            job = Job.model_validate_json(row[0])
+            if _frozen(job, fields, reopen):
+                return job
+            job = _updated(job, fields)
             db.execute(
                 "UPDATE jobs SET body=?, open=? WHERE tenant=? AND job_id=?",
                 (job.model_dump_json(), int(job.state not in FINISHED), tenant, job_id),
@@ -274,6 +343,20 @@ class SqliteJobs:
 
     def delete_job(self, tenant: str, job_id: str) -> None:
         self._j.run("DELETE FROM jobs WHERE tenant=? AND job_id=?", tenant, job_id)
+
+    def cancel_job(self, tenant: str, job_id: str, reason: str) -> None:
+        with self._j.locked() as db:
+            row = db.execute(
+                "SELECT body FROM jobs WHERE tenant=? AND job_id=?", (tenant, job_id)
+            ).fetchone()
+            if row is None:
+                return
+            job = Job.model_validate_json(row[0])
+            failed = _updated(job, {"state": "failed", "reason": reason})
+            db.execute(
+                "UPDATE jobs SET body=?, payload=NULL, open=0 WHERE tenant=? AND job_id=?",
+                (failed.model_dump_json(), tenant, job_id),
+            )
 
     def recent_jobs(self, tenant: str, space: str | None, limit: int) -> list[Job]:
         jobs = [

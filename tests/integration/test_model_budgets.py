@@ -1,0 +1,226 @@
+"""Model budgets across real `celery worker` processes, against the scripted OpenAI-protocol
+server: a shared request budget holds at the server, a burst of 429s ends with every job
+done, and a zero budget fails nothing but leaves its jobs waiting."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+import redis
+from celery import Celery
+from fastapi.testclient import TestClient
+
+import api.main
+from api.auth import KeyStore
+from common.celery_config import celery_config
+from common.llm.budget import WAITING
+from common.models.jobs import Job
+from common.models.session import SessionInput, Turn
+from common.producer import MemoryClient
+from common.settings import BrokerSettings, Settings, StoreSettings
+from common.store import records
+from common.store.backends import open_store
+from common.store.coordination import Coordination
+from common.store.coordination.budgets import model_counters
+from tests.fake_llm_server import FakeLLM, rate_limited, schema_answer, serve
+from tests.integration.conftest import WorkerProcess, worker_env
+
+pytestmark = pytest.mark.integration
+
+REDIS_URL = "redis://127.0.0.1:6379/9"
+ALL_QUEUES = "ingest,extract,memory,profile,query"
+SPACE = "budget"
+TEXTS = [
+    "I adopted a grey cat named Miso last week.",
+    "We hiked the coastal trail near Porto on Sunday.",
+    "My sister starts her new job at the clinic tomorrow.",
+]
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        client.ping()
+    except redis.ConnectionError:
+        if os.environ.get("CI") == "true":
+            pytest.fail("Redis is not running on 127.0.0.1:6379 (required in CI)")
+        pytest.skip("Redis is not running on 127.0.0.1:6379")
+    client.flushdb()
+    yield REDIS_URL
+    client.flushdb()
+    client.close()
+
+
+def sessions(count: int, turns: int) -> list[SessionInput]:
+    """Sessions whose every turn has content words: one extractor call per turn, and no
+    other call (the server's answers hold no facts)."""
+    start = datetime(2024, 5, 1, 18)
+    return [
+        SessionInput(
+            session_id=f"s{i}",
+            started_at=start + timedelta(days=i),
+            participants=["Maya", "Leo"],
+            turns=[
+                Turn(id=f"s{i}:{j}", speaker=("Maya", "Leo")[j % 2], text=f"{TEXTS[j]} ({i})")
+                for j in range(turns)
+            ],
+        )
+        for i in range(count)
+    ]
+
+
+def model_env(redis_url: str, data: Path, server: FakeLLM, **llm: str) -> dict[str, str]:
+    store = open_store(StoreSettings(qdrant_path=data / "qdrant"), 384)
+    records.create_space(store, "default", SPACE, exist_ok=True)
+    store.close()
+    env = worker_env(redis_url, data)
+    env |= {
+        "ATOMMEM_LLM__BACKEND": "openai",
+        "ATOMMEM_LLM__GENERAL__BASE_URL": server.base_url,
+        "ATOMMEM_LLM__GENERAL__MODEL": "fake",
+        "ATOMMEM_LLM__STRUCTURED_OUTPUT": "json_schema",
+        "ATOMMEM_LLM__BACKOFF_S": "0.2",
+    }
+    env |= {f"ATOMMEM_LLM__{k.upper()}": v for k, v in llm.items()}
+    return env
+
+
+def producer(redis_url: str) -> MemoryClient:
+    app = Celery("producer")
+    app.conf.update(celery_config(Settings(broker=BrokerSettings(url=redis_url))))
+    coord = Coordination.redis(redis_url, 3600)
+    return MemoryClient(app, coord.jobs, coord.sequence)
+
+
+JITTER_S = 0.5
+
+
+def busiest_window(arrivals: list[float], period: float) -> int:
+    """The most requests that arrived within any `period` seconds (a half-open window)."""
+    times = sorted(arrivals)
+    return max(
+        (sum(1 for t in times[i:] if t - a < period) for i, a in enumerate(times)), default=0
+    )
+
+
+def test_two_workers_sharing_a_budget_never_exceed_it_at_the_server(
+    tmp_path: Path, redis_url: str
+) -> None:
+    period, budget, count, turns = 10.0, 6, 7, 2  # 14 calls: more than two periods' budget
+    with serve(schema_answer) as server:
+        env = model_env(
+            redis_url, tmp_path, server, general__rpm=str(budget), budget_period_s=str(period)
+        )
+        # A task under way waits for the budget up to half its soft limit (20 s here) rather
+        # than give back calls it already made.
+        env |= {
+            "ATOMMEM_BROKER__SOFT_TIME_LIMIT": "40",
+            "ATOMMEM_BROKER__TIME_LIMIT": "50",
+            "ATOMMEM_BROKER__VISIBILITY_TIMEOUT": "120",
+        }
+        owner = WorkerProcess(env, tmp_path / "w1.log", ALL_QUEUES, name="w1")
+        extractor = WorkerProcess(env, tmp_path / "w2.log", "extract", name="w2")
+        try:
+            owner.wait_ready()
+            extractor.wait_ready()
+            client = producer(redis_url)
+            jobs = client.submit("default", SPACE, sessions(count, turns))
+            done = client.wait("default", [j.job_id for j in jobs], timeout=300)
+        finally:
+            extractor.stop()
+            owner.stop()
+        arrivals = list(server.arrivals)
+    assert [j.state for j in done] == ["done"] * count
+    assert all(j.reason is None for j in done)
+    assert len(arrivals) == count * turns
+    busiest = busiest_window(arrivals, period)
+    # The workers take their budget at most `budget` per `period`; what the server sees adds
+    # each request's own way there (a thread to be scheduled, a connection to open), which on
+    # a loaded 2-core machine varies by more than the pacing's 1% margin. The check at the
+    # server allows that much jitter: no `period - JITTER_S` window holds more than `budget`.
+    held = busiest_window(arrivals, period - JITTER_S)
+    span = max(arrivals) - min(arrivals)
+    print(
+        f"\n{len(arrivals)} requests over {span:.1f} s; budget {budget} per {period:g} s; "
+        f"busiest {period:g} s window: {busiest}; mean rate "
+        f"{(len(arrivals) - 1) / span * period:.2f} per {period:g} s"
+    )
+    gaps = [b - a for a, b in zip(arrivals, arrivals[budget:], strict=False)]
+    print(f"shortest time from a request to the {budget}th after it: {min(gaps):.3f} s")
+    assert held <= budget, (busiest, held)
+    both = {"w1", "w2"}
+    logs = {w: (tmp_path / f"{w}.log").read_text() for w in both}
+    assert all("atommem.extract" in log for log in logs.values()), "both workers extracted"
+    counters = model_counters(redis.Redis.from_url(redis_url, decode_responses=True))
+    (counts,) = counters.values()
+    assert counts["calls"] == count * turns and counts["waits"] + counts["requeues"] > 0
+
+
+def test_a_burst_of_429s_ends_with_every_job_done(tmp_path: Path, redis_url: str) -> None:
+    burst, count, turns = 8, 3, 2
+    with serve(schema_answer) as server:
+        server.then(*[rate_limited(1)] * burst)
+        env = model_env(redis_url, tmp_path, server)
+        worker = WorkerProcess(env, tmp_path / "w.log", ALL_QUEUES)
+        try:
+            worker.wait_ready()
+            client = producer(redis_url)
+            jobs = client.submit("default", SPACE, sessions(count, turns))
+            done = client.wait("default", [j.job_id for j in jobs], timeout=300)
+        finally:
+            worker.stop()
+        sent = len(server.requests)
+    assert [j.state for j in done] == ["done"] * count
+    # A batch re-queued after its tries sends its calls that went through once more.
+    assert burst + count * turns <= sent <= burst + 2 * count * turns
+    job_429s = sum(j.counts.get("llm.endpoint.general.throttled", 0) for j in done)
+    assert job_429s <= burst  # a task re-queued after its tries loses its chunk's counts
+    assert sum(j.counts.get("llm.endpoint.general.calls", 0) for j in done) >= count * turns
+
+    settings = Settings(broker=BrokerSettings(url=redis_url), api={"admin_key": "admin-key"})
+    conn = redis.Redis.from_url(redis_url, decode_responses=True)
+    keystore = KeyStore(conn, "admin-key")
+    keystore.create_tenant("default")
+    key = str(keystore.create_key("default")["api_key"])
+    with TestClient(api.main.create_app(settings)) as http:
+        refused = http.get("/v1/metrics/models", headers={"Authorization": f"Bearer {key}"})
+        reply = http.get("/v1/metrics/models", headers={"Authorization": "Bearer admin-key"})
+    assert refused.status_code == 403  # the endpoints are the deployment's, not a tenant's
+    assert reply.status_code == 200, reply.text
+    (endpoint,) = reply.json()["endpoints"]
+    assert endpoint["endpoint"] == f"fake@{server.base_url}"
+    assert endpoint["throttled"] == burst
+    assert endpoint["calls"] == sent
+
+
+def test_a_zero_budget_fails_nothing_and_jobs_say_they_wait(tmp_path: Path, redis_url: str) -> None:
+    with serve(schema_answer) as server:
+        env = model_env(redis_url, tmp_path, server, general__rpm="0")
+        worker = WorkerProcess(env, tmp_path / "w.log", ALL_QUEUES)
+        try:
+            worker.wait_ready()
+            client = producer(redis_url)
+            ids = [j.job_id for j in client.submit("default", SPACE, sessions(2, 2))]
+            deadline = time.monotonic() + 60
+            found: list[Job] = []
+            while time.monotonic() < deadline:
+                found = [client.job("default", j) for j in ids]
+                if all(j.reason == WAITING for j in found):
+                    break
+                time.sleep(0.2)
+            time.sleep(3)  # a few re-queues later
+            later = [client.job("default", j) for j in ids]
+        finally:
+            worker.stop()
+        sent = len(server.requests)
+    assert [j.reason for j in found] == [WAITING] * 2
+    assert [(j.state, j.reason) for j in later] == [("extracting", WAITING)] * 2
+    assert sent == 0
+    (counts,) = model_counters(redis.Redis.from_url(redis_url, decode_responses=True)).values()
+    assert counts["requeues"] >= 2 and counts["calls"] == 0

@@ -1,0 +1,261 @@
+"""Model budgets: the bucket arithmetic on both implementations (in-process and Redis, the
+latter skipped when Redis is not running), the gate's waiting, and the transport's settling."""
+
+from __future__ import annotations
+
+import math
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from common.llm import usage
+from common.llm.budget import BudgetShort, Gate, endpoint_id, estimate, task_scope
+from common.llm.model_backend import ModelBackend
+from common.llm.openai_compat import OpenAITransport
+from common.llm.transport import ChatRequest, LLMError
+from common.settings import LLMEndpoint, LLMSettings, MemorySettings
+from common.store import keys
+from common.store.coordination.budgets import (
+    Limits,
+    LocalBudgets,
+    ModelBudgets,
+    RedisBudgets,
+    model_counters,
+)
+from tests.fake_llm_server import completion, rate_limited, serve
+
+REDIS_URL = "redis://127.0.0.1:6379/9"
+T0 = 1_000_000.0
+
+
+def _redis_or_skip() -> redis.Redis:
+    client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+    try:
+        client.ping()
+    except redis.ConnectionError:
+        client.close()
+        if os.environ.get("CI") == "true":
+            pytest.fail("Redis is not running on 127.0.0.1:6379 (required in CI)")
+        pytest.skip("Redis is not running on 127.0.0.1:6379")
+    return client
+
+
+@pytest.fixture(params=["local", "redis"])
+def budgets(request: pytest.FixtureRequest) -> Iterator[ModelBudgets]:
+    if request.param == "local":
+        yield LocalBudgets()
+        return
+    client = _redis_or_skip()
+    client.flushdb()
+    yield RedisBudgets(client)
+    client.flushdb()
+    client.close()
+
+
+@pytest.fixture
+def endpoint() -> str:
+    return f"m@http://test/{uuid.uuid4().hex[:8]}"
+
+
+def take(b: ModelBudgets, e: str, limits: Limits, at: float, tokens: int = 0) -> float:
+    return b.take(e, limits, tokens, uuid.uuid4().hex, T0 + at)
+
+
+def test_requests_are_paced_at_the_budget_rate(budgets: ModelBudgets, endpoint: str) -> None:
+    limits = Limits(rpm=6, period_s=60)  # one request every 10 s
+    assert take(budgets, endpoint, limits, 0) == 0
+    assert take(budgets, endpoint, limits, 0) == pytest.approx(10)
+    assert take(budgets, endpoint, limits, 4) == pytest.approx(6)
+    assert take(budgets, endpoint, limits, 10) == 0
+    # Idle time is not saved up: after a minute of nothing, one goes, the next waits.
+    assert take(budgets, endpoint, limits, 80) == 0
+    assert take(budgets, endpoint, limits, 80) == pytest.approx(10)
+
+
+def test_tokens_reserve_the_estimate_and_settle_with_the_real_usage(
+    budgets: ModelBudgets, endpoint: str
+) -> None:
+    limits = Limits(tpm=600, period_s=60)  # 10 tokens a second
+    lease = "a"
+    assert budgets.take(endpoint, limits, 300, lease, T0) == 0
+    assert take(budgets, endpoint, limits, 0, 10) == pytest.approx(30)  # 300 in debt
+    budgets.settle(endpoint, limits, lease, 200, T0 + 5)  # used 100 of 300; 50 refilled
+    assert take(budgets, endpoint, limits, 5, 10) == pytest.approx(5)  # 50 left in debt
+    budgets.settle(endpoint, limits, "b", -40, T0 + 5)  # another call used 40 more than held
+    assert take(budgets, endpoint, limits, 5, 10) == pytest.approx(9)
+    assert take(budgets, endpoint, limits, 14, 10) == 0
+
+
+def test_a_settled_refund_never_saves_up(budgets: ModelBudgets, endpoint: str) -> None:
+    limits = Limits(tpm=600, period_s=60)
+    assert budgets.take(endpoint, limits, 50, "a", T0) == 0
+    budgets.settle(endpoint, limits, "a", 500, T0 + 1)  # more back than was owed
+    assert take(budgets, endpoint, limits, 1, 100) == 0
+    assert take(budgets, endpoint, limits, 1, 10) == pytest.approx(10)
+
+
+def test_the_concurrency_cap_and_a_lease_that_lapses(budgets: ModelBudgets, endpoint: str) -> None:
+    limits = Limits(max_concurrent=2, lease_s=30)
+    assert budgets.take(endpoint, limits, 0, "a", T0) == 0
+    assert budgets.take(endpoint, limits, 0, "b", T0 + 1) == 0
+    assert 0 < budgets.take(endpoint, limits, 0, "c", T0 + 2) <= 0.1  # full: look again soon
+    budgets.settle(endpoint, limits, "a", 0, T0 + 3)
+    assert budgets.take(endpoint, limits, 0, "c", T0 + 3) == 0
+    assert budgets.take(endpoint, limits, 0, "d", T0 + 4) > 0
+    # "b"'s process died: its lease lapses 30 s after it started, and its place is free.
+    assert budgets.take(endpoint, limits, 0, "d", T0 + 31.5) == 0
+
+
+def test_a_zero_budget_lets_nothing_through(budgets: ModelBudgets, endpoint: str) -> None:
+    for limits in (Limits(rpm=0), Limits(tpm=0), Limits(max_concurrent=0)):
+        assert take(budgets, endpoint, limits, 0) == math.inf
+
+
+def test_a_429_holds_every_caller_off_until_its_retry_after(
+    budgets: ModelBudgets, endpoint: str
+) -> None:
+    unlimited = Limits()
+    assert take(budgets, endpoint, unlimited, 0) == 0
+    budgets.hold_off(endpoint, T0 + 7)
+    budgets.hold_off(endpoint, T0 + 3)  # an earlier hold never shortens a later one
+    assert take(budgets, endpoint, unlimited, 1) == pytest.approx(6)
+    assert take(budgets, endpoint, unlimited, 7) == 0
+
+
+def test_counters_add_up_per_endpoint(budgets: ModelBudgets, endpoint: str) -> None:
+    budgets.count(endpoint, {"calls": 2, "tokens": 30})
+    budgets.count(endpoint, {"calls": 1, "throttled": 1, "waits": 1, "wait_ms": 250})
+    got = budgets.counters()[endpoint]
+    assert got == {
+        "calls": 3, "tokens": 30, "throttled": 1, "waits": 1, "wait_ms": 250, "requeues": 0
+    }  # fmt: skip
+    if isinstance(budgets, RedisBudgets):
+        client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+        assert model_counters(client)[endpoint] == got
+        assert client.sismember(keys.MODEL_ENDPOINTS, endpoint)
+        client.close()
+
+
+# --- the gate ----------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def _request(chars: int = 40, max_tokens: int = 100) -> ChatRequest:
+    return ChatRequest("extract", [{"role": "user", "content": "x" * chars}], {}, "a", max_tokens)
+
+
+def _gate(budgets: ModelBudgets, limits: Limits, clock: Clock, wait_s: float = 5) -> Gate:
+    return Gate(budgets, "e", limits, wait_s, 60, 1.0, clock, clock.sleep)
+
+
+def test_a_call_estimates_its_prompt_over_four_plus_its_answer() -> None:
+    assert estimate(_request(chars=400, max_tokens=768)) == 100 + 768
+
+
+def test_a_task_waits_briefly_then_goes_back_to_its_queue() -> None:
+    clock, budgets = Clock(), LocalBudgets()
+    gate = _gate(budgets, Limits(rpm=30, period_s=60), clock)  # one every 2 s
+    with task_scope():
+        gate.admit(_request())
+        assert gate.admit(_request()).waited_s == pytest.approx(2)  # started: patient now
+    with task_scope():
+        budgets.hold_off("e", clock.now + 30)
+        with pytest.raises(BudgetShort) as short:
+            gate.admit(_request())  # the first call of a task waits at most wait_s
+    assert short.value.retry_in == pytest.approx(30)
+    counts = budgets.counters()["e"]
+    assert counts["waits"] == 1 and counts["wait_ms"] == 2000 and counts["requeues"] == 1
+
+
+def test_a_zero_budget_never_waits_in_the_task() -> None:
+    clock = Clock()
+    gate = _gate(LocalBudgets(), Limits(rpm=0), clock)
+    with task_scope(), pytest.raises(BudgetShort) as short:
+        gate.admit(_request())
+    assert short.value.retry_in == math.inf
+    with pytest.raises(LLMError, match="waiting for model budget: e allows no call"):
+        gate.admit(_request())  # a question: no queue would bring it back
+    assert clock.slept == []
+
+
+def test_two_roles_on_one_server_and_model_share_one_budget() -> None:
+    a = LLMEndpoint(base_url="http://gpu:8000/v1", model="qwen", rpm=10)
+    b = LLMEndpoint(base_url="http://gpu:8000/v1", model="qwen", api_key="k")
+    assert endpoint_id(a) == endpoint_id(b) == "qwen@http://gpu:8000/v1"
+    assert endpoint_id(LLMEndpoint()) == "gpt-4o-mini@https://api.openai.com/v1"
+
+
+# --- through the transport -----------------------------------------------------------------
+
+
+def _backend(
+    base_url: str, budgets: ModelBudgets, limits: Limits, **llm: object
+) -> tuple[ModelBackend, Clock]:
+    settings = LLMSettings.model_validate(
+        {
+            "backend": "openai",
+            "general": {"base_url": base_url, "model": "fake"},
+            "structured_output": "json_schema",
+            "backoff_s": 0,
+            **llm,
+        }
+    )
+    clock = Clock()
+    gate = Gate(budgets, "e", limits, 5, 60, 1.0)
+    transport = OpenAITransport(settings.general, settings, "general", gate)
+    backend = ModelBackend("openai", settings, MemorySettings(), transport, transport, clock.sleep)
+    return backend, clock
+
+
+def test_calls_settle_their_tokens_and_count_per_role() -> None:
+    budgets = LocalBudgets()
+    with serve(lambda _: completion('{"verdict": "CORRECT"}', prompt=40, done=10)) as server:
+        backend, _ = _backend(server.base_url, budgets, Limits(tpm=1_000_000))
+        with task_scope(), usage.metered() as used:
+            assert backend.judge("q", "gold", "gen")
+    counts = used.as_counts()
+    assert counts["llm.endpoint.general.calls"] == 1
+    assert counts["llm.endpoint.general.tokens"] == 50
+    assert budgets.counters()["e"]["tokens"] == 50  # the real usage, not the estimate
+    assert usage.Usage.from_counts(counts).as_counts() == counts
+
+
+def test_a_429_holds_off_the_endpoint_and_one_that_persists_re_queues_the_task() -> None:
+    budgets = LocalBudgets()
+    with serve(lambda _: completion('{"verdict": "CORRECT"}')) as server:
+        server.then(rate_limited(0.2))
+        backend, _ = _backend(server.base_url, budgets, Limits(), max_attempts=2)
+        with task_scope(), usage.metered() as used:
+            assert backend.judge("q", "gold", "gen")  # the retry waited out the Retry-After
+        assert used.as_counts()["llm.endpoint.general.throttled"] == 1
+        server.then(*[rate_limited(0.1)] * 2)
+        with task_scope(), pytest.raises(BudgetShort):
+            backend.judge("q", "gold", "gen")  # every try throttled: backpressure, no failure
+    assert budgets.counters()["e"]["throttled"] == 3
+
+
+def test_limits_on_an_extractor_without_an_endpoint_of_its_own_are_refused() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="EXTRACTOR__MAX_CONCURRENT .* no endpoint"):
+        LLMSettings(backend="openai", extractor={"max_concurrent": 16})  # type: ignore[arg-type]
+    own = LLMSettings(
+        backend="openai",
+        extractor={"base_url": "http://x:8000/v1", "max_concurrent": 16},  # type: ignore[arg-type]
+    )
+    assert own.extractor.max_concurrent == 16
