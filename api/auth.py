@@ -57,13 +57,13 @@ class KeyStore:
         names = sorted(str(n) for n in self._r.smembers(keys.TENANTS))
         return [json.loads(self._r.get(keys.tenant(n)) or "{}") for n in names]
 
-    def _require_tenant(self, name: str) -> None:
+    def require_tenant(self, name: str) -> None:
         if not self._r.exists(keys.tenant(name)):
             raise NotFound(f"no tenant {name!r}")
 
     def create_key(self, tenant: str) -> dict[str, object]:
         """A new key for the tenant; the only time the key itself is returned."""
-        self._require_tenant(tenant)
+        self.require_tenant(tenant)
         key = KEY_PREFIX + secrets.token_urlsafe(32)
         key_id = secrets.token_hex(6)
         record = {"tenant": tenant, "key_id": key_id, "created_at": time.time()}
@@ -74,7 +74,7 @@ class KeyStore:
         return {**record, "api_key": key}
 
     def list_keys(self, tenant: str) -> list[dict[str, object]]:
-        self._require_tenant(tenant)
+        self.require_tenant(tenant)
         out = []
         for key_id, hashed in sorted(self._r.hgetall(keys.tenant_keys(tenant)).items()):
             raw = self._r.get(keys.api_key(str(hashed)))
@@ -83,7 +83,7 @@ class KeyStore:
         return out
 
     def revoke_key(self, tenant: str, key_id: str) -> None:
-        self._require_tenant(tenant)
+        self.require_tenant(tenant)
         hashed = self._r.hget(keys.tenant_keys(tenant), key_id)
         if hashed is None:
             raise NotFound(f"no key {key_id!r} for tenant {tenant!r}")

@@ -32,6 +32,7 @@ from cli.local import (
     cmd_stats,
 )
 from cli.mcp import cmd_mcp
+from cli.rebuild import cmd_space_compare, cmd_space_rebuild
 from common.errors import AtomMemError, InvalidInput
 from common.settings import get_settings
 
@@ -132,7 +133,7 @@ def _query_and_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentP
 
 
 def _space_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """space create, list, push, pull."""
+    """space create, list, push, pull, rebuild, compare."""
     space = sub.add_parser(
         "space", help="create or list spaces, or copy one to or from another store"
     ).add_subparsers(dest="action", required=True)
@@ -156,6 +157,20 @@ def _space_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "--api-key", help="the server's API key (default ATOMMEM_STORE__QDRANT_API_KEY)"
         )
         p.set_defaults(func=func)
+    p = space.add_parser(
+        "rebuild", help="re-run a space's stored sessions through the current configuration"
+    )
+    p.add_argument("space", metavar="SPACE")
+    p.add_argument("--into", required=True, metavar="NEW_SPACE", help="a new or empty space")
+    p.set_defaults(func=cmd_space_rebuild)
+    p = space.add_parser("compare", help="two spaces side by side (e.g. a rebuild and its source)")
+    p.add_argument("a", metavar="A")
+    p.add_argument("b", metavar="B")
+    p.add_argument("--show", type=int, default=10, help="facts only in one space shown (10)")
+    p.add_argument("--questions", help="a LoCoMo-format file: Recall@k and query p50 of both")
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_space_compare)
 
 
 def _bench_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

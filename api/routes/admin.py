@@ -6,8 +6,8 @@ from fastapi import APIRouter, Path, Response, status
 
 from api.deps import Admin, ServicesDep
 from api.errors import COMMON, declared
-from common.models.api import TENANT_NAME, TenantCreate
-from common.models.responses import KeyList, NewKey, Tenant, TenantList
+from common.models.api import SPACE_NAME, TENANT_NAME, SpaceRebuild, TenantCreate
+from common.models.responses import JobList, KeyList, NewKey, Tenant, TenantList
 
 router = APIRouter(prefix="/v1/admin/tenants", tags=["admin"], responses=declared(*COMMON))
 TenantName = Path(pattern=TENANT_NAME)
@@ -40,3 +40,26 @@ def list_keys(svc: ServicesDep, _: Admin, tenant: str = TenantName) -> KeyList:
 def revoke_key(key_id: str, svc: ServicesDep, _: Admin, tenant: str = TenantName) -> Response:
     svc.keys.revoke_key(tenant, key_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post(
+    "/{tenant}/spaces/{space}/rebuild",
+    status_code=status.HTTP_202_ACCEPTED,
+    responses=declared(404, 409, 504),
+)
+def rebuild_space(
+    body: SpaceRebuild,
+    svc: ServicesDep,
+    _: Admin,
+    tenant: str = TenantName,
+    space: str = Path(pattern=SPACE_NAME),
+) -> JobList:
+    """Re-run every stored session of the tenant's space, in session order, through the
+    workers' current configuration into `into` (created when missing), as ordinary jobs; the
+    source keeps serving. An operator's call: it re-extracts the whole space. The same
+    rebuild again is the same jobs (it resumes); a target holding other memory is a 409."""
+    svc.keys.require_tenant(tenant)
+    done = svc.client.admin(
+        tenant, body.into, "rebuild_from", space, timeout=svc.settings.api.admin_timeout_s
+    )
+    return JobList.model_validate(done)

@@ -37,7 +37,8 @@ def get_space(space: str, svc: ServicesDep, tenant: Tenant) -> Space:
 @router.delete("/{space}", responses=declared(404, 409, 429, 504))
 def delete_space(space: str, svc: ServicesDep, tenant: WritingTenant) -> ErasureReceipt:
     """Erase the space from every store: facts, events, profiles, raw sessions, jobs and
-    queue state; returns what was removed. 409 while sessions are still being ingested."""
+    queue state; returns what was removed. Sessions still being ingested are cancelled; 409
+    while a session's memory is being written."""
     erased = svc.client.admin(
         tenant, space, "erase_space", timeout=svc.settings.api.admin_timeout_s
     )

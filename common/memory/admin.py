@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
+from common import rebuild
 from common.errors import Conflict, NotFound
 from common.memory.commit import resume
 from common.memory.context import MemoryContext
@@ -99,6 +100,10 @@ def administer(ctx: MemoryContext, coord: Coordination, p: AdminPayload) -> dict
     """Run one admin write; the caller holds the space's lock."""
     if p.op == "create_space":
         return _space(ctx, p.tenant, records.create_space(ctx.store, p.tenant, p.space).space)
+    if p.op == "rebuild_from":  # the worker submits these sessions once the lock is released
+        assert p.item_id is not None
+        sessions = rebuild.plan(ctx.store, p.tenant, source=p.item_id, into=p.space)
+        return {"sessions": [s.model_dump(mode="json") for s in sessions]}
     records.require_space(ctx.store, p.tenant, p.space)
     # A stage interrupted after recording its plan is finished first: applied after the
     # erasure, its plan would write back what the erasure removed.

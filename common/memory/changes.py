@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import BaseModel, Field
 
-from common.models.memory import Event, Fact, Profile
+from common.models.memory import Event, Fact, MemoryVersion, Profile
 from common.models.plan import Plan, PlannedPoint, pack_vector, unpack_vector
 from common.store.base import Kind, Point, Store
 
@@ -83,22 +83,33 @@ def apply_plan(store: Store, plan: Plan, *also: tuple[Kind, Point]) -> None:
 
 @dataclass
 class Changes:
-    """Records touched by a commit, with their current vectors."""
+    """Records touched by a commit, with their current vectors. With a `version`, every
+    record recorded is stamped with it: whoever writes a record last names what built it."""
 
     facts: dict[str, Fact] = field(default_factory=dict)
     events: dict[str, Event] = field(default_factory=dict)
     profiles: dict[str, Profile] = field(default_factory=dict)
     vectors: dict[tuple[Kind, str], np.ndarray] = field(default_factory=dict)
+    version: MemoryVersion | None = None
+
+    def _stamp(self, record: Fact | Event | Profile) -> None:
+        # In place: the record is the one the space index holds, so the index and the store
+        # agree without a second copy of every touched record.
+        if self.version is not None and record.memory_version is not self.version:
+            record.memory_version = self.version
 
     def fact(self, fact: Fact, vector: np.ndarray) -> None:
+        self._stamp(fact)
         self.facts[fact.id] = fact
         self.vectors[(Kind.FACTS, fact.id)] = vector
 
     def event(self, event: Event, vector: np.ndarray) -> None:
+        self._stamp(event)
         self.events[event.id] = event
         self.vectors[(Kind.EVENTS, event.id)] = vector
 
     def profile(self, profile: Profile, vector: np.ndarray) -> None:
+        self._stamp(profile)
         self.profiles[profile.id] = profile
         self.vectors[(Kind.PROFILES, profile.id)] = vector
 

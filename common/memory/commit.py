@@ -18,6 +18,7 @@ from common.memory.context import MemoryContext
 from common.memory.events import refresh_events, route_event
 from common.memory.profiles import run_profile_batch
 from common.memory.verify import place_fact
+from common.memory.version import memory_version
 from common.models.drafts import DraftFact
 from common.models.memory import Fact, FactSource, FactTime
 from common.models.plan import Plan, unpack_vector
@@ -58,7 +59,7 @@ def _run_stage(
     finished. `guard` runs just before the first write and raises if the stage may no
     longer write (its space's lock lapsed while it computed)."""
     index = ctx.index(record.tenant, record.space)
-    changes = Changes()
+    changes = Changes(version=memory_version(ctx.settings))
     stats = CommitStats()
     # The in-memory index may hold half a stage if it fails: `changing` drops it then (it is
     # reloaded from the store next time), and no saved copy is taken while it runs.
@@ -158,7 +159,7 @@ def profile_flush(ctx: MemoryContext, tenant: str, space: str) -> CommitStats:
     it: a backend that writes kind by kind stores them before the pending flags are cleared,
     so an interruption can only repeat work, never lose it."""
     index = ctx.index(tenant, space)
-    changes = Changes()
+    changes = Changes(version=memory_version(ctx.settings))
     stats = CommitStats()
     with ctx.changing(tenant, space):
         run_profile_batch(ctx, index, changes, stats)

@@ -22,6 +22,7 @@ from common.memory.changes import Changes, CommitStats, apply_plan
 from common.memory.context import MemoryContext
 from common.memory.profiles import cited_facts, profile_without, run_profile_batch
 from common.memory.verify import view
+from common.memory.version import memory_version
 from common.models.memory import Event, Fact, FactRevision, FactTime, Profile
 from common.models.plan import Plan
 from common.store import records
@@ -50,7 +51,8 @@ def erase_facts(
 ) -> None:
     """Delete facts and rewrite or delete what was built from them."""
     with _reload_on_failure(ctx, tenant, space):
-        _erase_facts(ctx, ctx.index(tenant, space), fact_ids, set(), Changes(), report)
+        changes = Changes(version=memory_version(ctx.settings))
+        _erase_facts(ctx, ctx.index(tenant, space), fact_ids, set(), changes, report)
 
 
 def erase_session(
@@ -59,7 +61,7 @@ def erase_session(
     """Delete a session's raw record and everything it contributed to the space."""
     with _reload_on_failure(ctx, tenant, space):
         index = ctx.index(tenant, space)
-        changes = Changes()
+        changes = Changes(version=memory_version(ctx.settings))
         gone: set[str] = set()
         reworded: set[str] = set()
         for fact in index.facts.items():

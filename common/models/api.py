@@ -83,6 +83,12 @@ class SpaceCreate(Strict):
     name: str = Field(pattern=SPACE_NAME, description="letters, digits, '.', '_', '-'")
 
 
+class SpaceRebuild(Strict):
+    into: str = Field(
+        pattern=SPACE_NAME, description="the new (or empty) space the sessions are rebuilt into"
+    )
+
+
 class TurnBody(Strict):
     model_config = ConfigDict(
         extra="forbid", json_schema_extra={"anyOf": [_HAS_TEXT, _HAS_CAPTION, _HAS_FACTS]}

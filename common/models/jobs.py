@@ -101,7 +101,8 @@ class ReadPayload(TaskPayload):
     offset: int = Field(default=0, ge=0)
 
 
-AdminOp = Literal["create_space", "erase_space", "erase_session", "erase_fact"]
+# `rebuild_from`: `space` is the rebuild's target (the lock held), `item_id` its source.
+AdminOp = Literal["create_space", "erase_space", "erase_session", "erase_fact", "rebuild_from"]
 
 
 class AdminPayload(TaskPayload):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date, datetime
 from typing import Annotated
 
-from pydantic import BaseModel, Field, WithJsonSchema, model_validator
+from pydantic import AfterValidator, BaseModel, Field, WithJsonSchema, model_validator
 
 
 class TimeRange(BaseModel):
@@ -60,6 +60,49 @@ class FactTime(BaseModel):
         return TimeRange(start=day, end=day)
 
 
+class MemoryVersion(BaseModel):
+    """What built a record: the extractor, the general model, the prompt versions and a short
+    hash of the settings that shape memory (common/memory/version.py computes it)."""
+
+    extractor_backend: str
+    extractor_model: str
+    general_model: str
+    prompts: dict[str, str] = Field(description="stage -> prompt VERSION")
+    settings_hash: str = Field(description="12 hex digits over the memory-shaping settings")
+
+    def key(self) -> tuple[str, ...]:
+        return (
+            self.extractor_backend,
+            self.extractor_model,
+            self.general_model,
+            self.settings_hash,
+            *(f"{stage}={version}" for stage, version in sorted(self.prompts.items())),
+        )
+
+    @property
+    def label(self) -> str:
+        """A one-line name: backend, models and the settings hash (prompts included)."""
+        models = self.extractor_model
+        if self.general_model != self.extractor_model:
+            models += f"+{self.general_model}"
+        return f"{self.extractor_backend}:{models}@{self.settings_hash}"
+
+
+# One instance per distinct version in a process: a space's records share the few versions
+# that built it, instead of a copy each (100k facts in an index, saved indexes pickled).
+_VERSIONS: dict[tuple[str, ...], MemoryVersion] = {}
+
+
+def interned(version: MemoryVersion | None) -> MemoryVersion | None:
+    """The process's one instance equal to `version`."""
+    if version is None:
+        return None
+    return _VERSIONS.setdefault(version.key(), version)
+
+
+Stamp = Annotated[MemoryVersion | None, AfterValidator(interned)]
+
+
 class FactSource(BaseModel):
     """Provenance: the session and turns a fact was drawn from."""
 
@@ -94,6 +137,7 @@ class Fact(BaseModel):
     also_from: list[FactSource] = Field(default_factory=list)
     profile_pending: bool = False
     history: list[FactRevision] = Field(default_factory=list)
+    memory_version: Stamp = None
 
     def all_turn_ids(self) -> list[str]:
         ids = list(self.source.turn_ids)
@@ -113,6 +157,7 @@ class Event(BaseModel):
     participants: list[str]
     keywords: list[str]
     time_span: TimeRange | None = None
+    memory_version: Stamp = None
 
 
 class ProfileVersion(BaseModel):
@@ -137,6 +182,7 @@ class Profile(BaseModel):
     evidence_fact_ids: list[str]
     t_from: date
     history: list[ProfileVersion] = Field(default_factory=list)
+    memory_version: Stamp = None
 
     def version_at(self, day: date) -> ProfileVersion | Profile | None:
         """The state valid on `day`: the current one from t_from, else a historical one."""

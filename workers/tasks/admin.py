@@ -12,11 +12,13 @@ from celery import Task
 from common.errors import AtomMemError, failure
 from common.memory.admin import administer, read
 from common.models.jobs import AdminPayload, ReadPayload
+from common.models.session import SessionInput
+from common.producer import MemoryClient
 from common.queues import Queue, TaskName
 from common.store.base import Kind
 from common.store.persistence import rewrite_after_erasure
 from workers import runtime
-from workers.celery_app import observe_wait
+from workers.celery_app import app, observe_wait
 from workers.replies import ReplyTask, forget_space
 from workers.tasks.policy import task
 
@@ -46,9 +48,11 @@ def ping(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
 
 @task(TaskName.ADMIN, reply=True, max_retries=150)  # waits out a commit holding the lock
 def admin(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
-    """Create a space or erase under the space's lock (waiting, without blocking a slot,
-    while a commit holds it), then delete the space's stored replies and rewrite Redis's
-    files. Erasure recomputes from what is stored, so a rerun after a crash finishes it."""
+    """Create a space, erase, or plan a rebuild under the space's lock (waiting, without
+    blocking a slot, while a commit holds it); after an erasure, delete the space's stored
+    replies and rewrite Redis's files, after a rebuild's plan, submit its sessions. Erasure
+    recomputes from what is stored and a rebuild's jobs are the same jobs, so a rerun after a
+    crash finishes either."""
     p = AdminPayload.model_validate(payload)
     observe_wait(Queue.MEMORY, p.enqueued_at)
     settings = runtime.settings()
@@ -62,6 +66,15 @@ def admin(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
         receipt = failure(exc)
     finally:
         coord.locks.release(p.tenant, p.space, token)
+    if p.op == "rebuild_from":
+        if "error" in receipt:
+            return receipt
+        # The same sessions into the same space are the same jobs: a redelivered rebuild
+        # submits nothing twice.
+        sessions = [SessionInput.model_validate(s) for s in receipt["sessions"]]
+        client = MemoryClient(app, coord.jobs, coord.sequence)
+        jobs = client.submit_many(p.tenant, [(p.space, s) for s in sessions])
+        return {"items": [j.model_dump(mode="json") for j in jobs]}
     if p.op != "create_space":
         # Even after a refused erasure: the rerun of one whose worker died ends here.
         forget_space(self, p.tenant, p.space)
