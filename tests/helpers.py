@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
+import pytest
+import redis
 
 from common.llm.contracts import FactView, VerifyDecision
 from common.llm.rules import RulesBackend
@@ -161,3 +164,17 @@ def draft(
         profile_worthy=profile,
         vector=vector.astype(float).tolist(),
     )
+
+
+def redis_or_skip(url: str, decode_responses: bool = False) -> redis.Redis:
+    """A client of the Redis at `url`; the test skips where none answers, and fails under
+    `CI=true`, where every tier must run."""
+    client = redis.Redis.from_url(url, decode_responses=decode_responses)
+    try:
+        client.ping()
+    except redis.ConnectionError:
+        client.close()
+        if os.environ.get("CI") == "true":
+            pytest.fail("Redis is not running on 127.0.0.1:6379 (required in CI)")
+        pytest.skip("Redis is not running on 127.0.0.1:6379")
+    return client

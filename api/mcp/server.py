@@ -21,7 +21,6 @@ from api.mcp.errors import explain
 from api.mcp.memory import Memory
 from common.models import ids
 from common.models.api import (
-    ISO_TIME,
     MAX_TEXT,
     MAX_TURNS,
     SPACE_NAME,
@@ -31,6 +30,7 @@ from common.models.api import (
     Strict,
     TurnBody,
     check_time,
+    iso_text,
 )
 from common.models.jobs import FINISHED, Job
 from common.models.memory import Event, Fact, Profile, ProfileVersion
@@ -83,16 +83,9 @@ Wait = Annotated[
 ]
 
 
-def _iso_text(value: object) -> object:
-    # pydantic would also take a number of Unix seconds
-    if isinstance(value, datetime) or isinstance(value, str) and ISO_TIME.fullmatch(value):
-        return value
-    raise ValueError("must be an ISO 8601 date and time, e.g. 2024-03-04T19:10:00Z")
-
-
 SessionTime = Annotated[
     datetime,
-    BeforeValidator(_iso_text),
+    BeforeValidator(iso_text),
     AfterValidator(check_time),
     Field(description="when the conversation took place (ISO 8601; without an offset it is UTC)"),
 ]

@@ -38,6 +38,14 @@ def check_session_id(value: str) -> str:
     return value
 
 
+def iso_text(value: object) -> object:
+    """A session time as ISO 8601 text (or a datetime): pydantic would also take a number,
+    or a string of digits, as Unix seconds."""
+    if isinstance(value, datetime) or isinstance(value, str) and ISO_TIME.fullmatch(value):
+        return value
+    raise ValueError("must be an ISO 8601 date and time, e.g. 2024-03-04T19:10:00Z")
+
+
 def check_time(value: datetime) -> datetime:
     """A session time within TIME_RANGE once its offset is applied (naive times are UTC)."""
     try:
@@ -139,13 +147,7 @@ class SessionBody(Strict):
     _session_id = field_validator("session_id")(check_session_id)
     _started_at = field_validator("started_at")(check_time)
 
-    @field_validator("started_at", mode="before")
-    @classmethod
-    def _iso_text(cls, value: object) -> object:
-        # pydantic would also take a number (or a string of digits) as Unix seconds
-        if isinstance(value, datetime) or isinstance(value, str) and ISO_TIME.fullmatch(value):
-            return value
-        raise ValueError("must be an ISO 8601 date and time, e.g. 2024-03-04T19:10:00Z")
+    _iso_text = field_validator("started_at", mode="before")(iso_text)
 
     @field_validator("turns")
     @classmethod

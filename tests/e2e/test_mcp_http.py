@@ -4,7 +4,6 @@ client with a tenant's key, a real worker, a real Redis (DB 14)."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -13,11 +12,11 @@ from typing import Any
 import httpx
 import httpx2
 import pytest
-import redis
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.e2e.conftest import ADMIN_KEY, Stack, running_stack
 from tests.e2e.test_api import sessions
+from tests.helpers import redis_or_skip
 from tests.mcp_client import Tools, connected
 
 pytestmark = pytest.mark.integration
@@ -36,15 +35,7 @@ INITIALIZE = {
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.ConnectionError:
-        if os.environ.get("CI") == "true":
-            pytest.fail("Redis is not running on 127.0.0.1:6379 (required in CI)")
-        pytest.skip("Redis is not running on 127.0.0.1:6379")
-    finally:
-        client.close()
+    redis_or_skip(REDIS_URL).close()
     with running_stack(REDIS_URL, tmp_path_factory.mktemp("mcp-stack")) as running:
         yield running
 

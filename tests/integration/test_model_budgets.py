@@ -4,7 +4,6 @@ done, and a zero budget fails nothing but leaves its jobs waiting."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -28,6 +27,7 @@ from common.store.backends import open_store
 from common.store.coordination import Coordination
 from common.store.coordination.budgets import model_counters
 from tests.fake_llm_server import FakeLLM, rate_limited, schema_answer, serve
+from tests.helpers import redis_or_skip
 from tests.integration.conftest import WorkerProcess, worker_env
 
 pytestmark = pytest.mark.integration
@@ -44,13 +44,7 @@ TEXTS = [
 
 @pytest.fixture
 def redis_url() -> Iterator[str]:
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.ConnectionError:
-        if os.environ.get("CI") == "true":
-            pytest.fail("Redis is not running on 127.0.0.1:6379 (required in CI)")
-        pytest.skip("Redis is not running on 127.0.0.1:6379")
+    client = redis_or_skip(REDIS_URL)
     client.flushdb()
     yield REDIS_URL
     client.flushdb()

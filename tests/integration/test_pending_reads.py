@@ -6,7 +6,6 @@ takes its turns out of reads at once, and nothing of it is committed when worker
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +22,7 @@ from common.producer import MemoryClient
 from common.settings import StoreSettings
 from common.store import records
 from common.store.backends import open_store
+from tests.helpers import redis_or_skip
 from tests.integration.conftest import WorkerProcess, worker_env
 from tests.integration.test_workers import ALL_QUEUES, producer
 
@@ -35,13 +35,7 @@ SECRET = "Vindelhavn"
 
 @pytest.fixture
 def redis_db() -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
-    try:
-        client.ping()
-    except redis.ConnectionError:
-        if os.environ.get("CI") == "true":
-            pytest.fail("Redis is not running on 127.0.0.1:6379 (required in CI)")
-        pytest.skip("Redis is not running on 127.0.0.1:6379")
+    client = redis_or_skip(REDIS_URL, decode_responses=True)
     client.flushdb()
     yield client
     client.flushdb()

@@ -6,14 +6,12 @@ memory is being written is refused."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-import redis
 from celery import Celery
 
 from common.errors import Conflict
@@ -35,7 +33,7 @@ from common.producer import MemoryClient
 from common.retrieval.pending import pending_sessions
 from common.store import records
 from common.store.coordination import Coordination
-from tests.helpers import make_ctx
+from tests.helpers import make_ctx, redis_or_skip
 
 REDIS_URL = "redis://127.0.0.1:6379/10"
 
@@ -247,13 +245,7 @@ def coordination(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Coo
         yield coord
         coord.close()
         return
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.ConnectionError:
-        if os.environ.get("CI") == "true":
-            pytest.fail("Redis is not running on 127.0.0.1:6379 (required in CI)")
-        pytest.skip("Redis is not running on 127.0.0.1:6379")
+    client = redis_or_skip(REDIS_URL)
     client.flushdb()
     coord = Coordination.redis(REDIS_URL, 3600)
     yield coord

@@ -4,7 +4,6 @@ latter skipped when Redis is not running), the gate's waiting, and the transport
 from __future__ import annotations
 
 import math
-import os
 import uuid
 from collections.abc import Iterator
 
@@ -26,21 +25,14 @@ from common.store.coordination.budgets import (
     model_counters,
 )
 from tests.fake_llm_server import completion, rate_limited, serve
+from tests.helpers import redis_or_skip
 
 REDIS_URL = "redis://127.0.0.1:6379/9"
 T0 = 1_000_000.0
 
 
 def _redis_or_skip() -> redis.Redis:
-    client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
-    try:
-        client.ping()
-    except redis.ConnectionError:
-        client.close()
-        if os.environ.get("CI") == "true":
-            pytest.fail("Redis is not running on 127.0.0.1:6379 (required in CI)")
-        pytest.skip("Redis is not running on 127.0.0.1:6379")
-    return client
+    return redis_or_skip(REDIS_URL, decode_responses=True)
 
 
 @pytest.fixture(params=["local", "redis"])

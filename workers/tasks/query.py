@@ -3,13 +3,14 @@ safe to run twice); a reply is stored only while its caller waits (workers.repli
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from celery import Task
+from pydantic import BaseModel
 
 from common.errors import AtomMemError, failure
 from common.models.jobs import QueryPayload
-from common.models.session import SessionInput
 from common.queues import Queue, TaskName
 from common.retrieval.pending import pending_sessions
 from common.retrieval.search import ask as ask_memory
@@ -24,46 +25,32 @@ from workers.tasks.policy import task
 @task(TaskName.SEARCH, reply=True, base=ReplyTask)
 def search(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Ranked facts for a question; errors come back as {"error": message}."""
-    p = QueryPayload.model_validate(payload)
-    observe_wait(Queue.QUERY, p.enqueued_at)
-    try:
-        result = search_memory(
-            runtime.context(),
-            p.tenant,
-            p.space,
-            p.question,
-            k=p.k,
-            mode=p.mode,
-            explain=p.explain,
-            pending=_pending(p),
-        )
-    except AtomMemError as exc:
-        return failure(exc)
-    return search_response(result).model_dump(mode="json")
+    return _answer(payload, lambda **kw: search_response(search_memory(**kw)))
 
 
 @task(TaskName.ASK, reply=True, base=ReplyTask)
 def ask(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """An answer with its evidence; errors come back as {"error": message}."""
+    return _answer(payload, lambda **kw: ask_response(ask_memory(**kw)))
+
+
+def _answer(payload: dict[str, Any], run: Callable[..., BaseModel]) -> dict[str, Any]:
+    """One question over the space's memory and its sessions not yet committed."""
     p = QueryPayload.model_validate(payload)
     observe_wait(Queue.QUERY, p.enqueued_at)
+    ctx, coord = runtime.context(), runtime.coordination()
     try:
-        result = ask_memory(
-            runtime.context(),
-            p.tenant,
-            p.space,
-            p.question,
+        pending = pending_sessions(ctx.store, coord.jobs, coord.sequence, p.tenant, p.space)
+        reply = run(
+            ctx=ctx,
+            tenant=p.tenant,
+            space=p.space,
+            question=p.question,
             k=p.k,
             mode=p.mode,
             explain=p.explain,
-            pending=_pending(p),
+            pending=pending,
         )
     except AtomMemError as exc:
         return failure(exc)
-    return ask_response(result).model_dump(mode="json")
-
-
-def _pending(p: QueryPayload) -> list[SessionInput]:
-    """The space's sessions accepted but not yet committed: reads see them too."""
-    coord = runtime.coordination()
-    return pending_sessions(runtime.context().store, coord.jobs, coord.sequence, p.tenant, p.space)
+    return reply.model_dump(mode="json")
