@@ -10,6 +10,7 @@ import redis.exceptions
 from fastapi import HTTPException
 from fastapi.security import HTTPBearer
 from mcp.server.mcpserver import Context
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
@@ -40,6 +41,9 @@ class McpEndpoint:
 
     def __init__(self) -> None:
         self.server = MemoryServer(tenant_memory)
+        self._manager = self._fresh_manager()
+
+    def _fresh_manager(self) -> StreamableHTTPSessionManager:
         # Stateless, with plain JSON replies: every POST is a whole exchange, authenticated on
         # its own. The API runs as several replicas behind one Service, and a stateful MCP
         # session lives in one process's memory, so the next request of a session could land
@@ -51,10 +55,12 @@ class McpEndpoint:
             json_response=True,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
-        self._manager = self.server.session_manager
+        return self.server.session_manager
 
     def running(self) -> AbstractAsyncContextManager[None]:
-        """The transport's task group: held open by the API's lifespan."""
+        """The transport's task group, held open by the API's lifespan: a new one each time
+        the app starts (the SDK runs a session manager once)."""
+        self._manager = self._fresh_manager()
         return self._manager.run()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -106,3 +106,28 @@ def test_another_tenant_sees_no_such_space(stack: Stack, alice: tuple[Tools, Any
         with ThreadPoolExecutor(8) as pool:
             seen = list(pool.map(names, [own, other] * 8))
         assert seen == [["notes"], []] * 8
+
+
+def test_an_app_started_twice_serves_mcp_each_time() -> None:
+    """The MCP transport's session manager runs once; the app builds a new one each time its
+    lifespan starts (a test client, a server restarted in-process)."""
+    from fastapi.testclient import TestClient
+
+    import api.main
+    from api.auth import KeyStore
+    from common.settings import Settings
+    from common.store import keys as store_keys
+
+    conn = redis_or_skip(REDIS_URL, decode_responses=True)
+    keys = KeyStore(conn, None)
+    if not conn.exists(store_keys.tenant("restarted")):
+        keys.create_tenant("restarted")
+    key = str(keys.create_key("restarted")["api_key"])
+    conn.close()
+    app = api.main.create_app(Settings(broker={"url": REDIS_URL}))  # type: ignore[arg-type]
+    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream"}
+    for _ in range(2):
+        with TestClient(app) as http:
+            answered = http.post("/mcp", json=INITIALIZE, headers=headers)
+            assert answered.status_code == 200, answered.text
+            assert answered.json()["result"]["serverInfo"]["name"] == "atommem"
