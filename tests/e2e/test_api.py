@@ -265,6 +265,48 @@ def _value(stack: Stack, key: bytes) -> bytes:
     return b""
 
 
+def test_a_space_is_rebuilt_into_a_new_one_as_jobs(stack: Stack) -> None:
+    client = stack.tenant("rebuilder")
+    assert client.post("/v1/spaces", json={"name": "old"}).status_code == 201
+    submitted = [client.post("/v1/spaces/old/sessions", json=s) for s in sessions()]
+    wait_jobs(client, [r.json()["job_id"] for r in submitted])
+    route = "/v1/admin/tenants/rebuilder/spaces/{}/rebuild"
+    # an operator's call: it re-extracts a whole space
+    assert client.post(route.format("old"), json={"into": "new"}).status_code == 403
+    admin = stack.admin()
+    assert (
+        admin.post(
+            route.format("old").replace("rebuilder", "nobody"), json={"into": "x"}
+        ).status_code
+        == 404
+    )
+    started = admin.post(route.format("old"), json={"into": "new"})
+    assert started.status_code == 202, started.text
+    jobs = started.json()["items"]
+    assert [j["session_id"] for j in jobs] == ["s1", "s2", "s3", "s4"]
+    assert {j["space"] for j in jobs} == {"new"}
+    assert [j["state"] for j in wait_jobs(client, [j["job_id"] for j in jobs])] == ["done"] * 4
+    old, new = (client.get(f"/v1/spaces/{name}").json()["counts"] for name in ("old", "new"))
+    assert new == old and new["facts"] > 0
+    fact = client.get("/v1/spaces/new/facts", params={"limit": 1}).json()["items"][0]
+    assert fact["memory_version"]["extractor_backend"] == "rules"
+    # the same rebuild again is the same jobs; another space's memory is never overwritten
+    again = admin.post(route.format("old"), json={"into": "new"})
+    assert [j["job_id"] for j in again.json()["items"]] == [j["job_id"] for j in jobs]
+    assert client.post("/v1/spaces", json={"name": "other"}).status_code == 201
+    other = {**sessions()[0], "session_id": "elsewhere"}
+    wait_jobs(client, [client.post("/v1/spaces/other/sessions", json=other).json()["job_id"]])
+    refused = admin.post(route.format("old"), json={"into": "other"})
+    assert refused.status_code == 409 and "elsewhere" in refused.text
+    assert admin.post(route.format("old"), json={"into": "old"}).status_code == 422
+    assert admin.post(route.format("nope"), json={"into": "x"}).status_code == 404
+    names = sorted(s["name"] for s in client.get("/v1/spaces").json()["items"])
+    assert names == ["new", "old", "other"]
+    # what it built erases like any space (and leaves nothing the erasure test below looks for)
+    for name in names:
+        assert client.delete(f"/v1/spaces/{name}").status_code == 200
+
+
 def test_erasure_leaves_nothing_behind(stack: Stack, acme: httpx.Client) -> None:
     facts = acme.get("/v1/spaces/alice/facts", params={"limit": 1000}).json()["items"]
     puppy = next(f for f in facts if "beagle" in f["text"])
@@ -303,42 +345,3 @@ def test_erasure_leaves_nothing_behind(stack: Stack, acme: httpx.Client) -> None
             assert store.count(kind, "acme", None) == 0, kind
     finally:
         store.close()
-
-
-def test_a_space_is_rebuilt_into_a_new_one_as_jobs(stack: Stack) -> None:
-    client = stack.tenant("rebuilder")
-    assert client.post("/v1/spaces", json={"name": "old"}).status_code == 201
-    submitted = [client.post("/v1/spaces/old/sessions", json=s) for s in sessions()]
-    wait_jobs(client, [r.json()["job_id"] for r in submitted])
-    route = "/v1/admin/tenants/rebuilder/spaces/{}/rebuild"
-    # an operator's call: it re-extracts a whole space
-    assert client.post(route.format("old"), json={"into": "new"}).status_code == 403
-    admin = stack.admin()
-    assert (
-        admin.post(
-            route.format("old").replace("rebuilder", "nobody"), json={"into": "x"}
-        ).status_code
-        == 404
-    )
-    started = admin.post(route.format("old"), json={"into": "new"})
-    assert started.status_code == 202, started.text
-    jobs = started.json()["items"]
-    assert [j["session_id"] for j in jobs] == ["s1", "s2", "s3", "s4"]
-    assert {j["space"] for j in jobs} == {"new"}
-    assert [j["state"] for j in wait_jobs(client, [j["job_id"] for j in jobs])] == ["done"] * 4
-    old, new = (client.get(f"/v1/spaces/{name}").json()["counts"] for name in ("old", "new"))
-    assert new == old and new["facts"] > 0
-    fact = client.get("/v1/spaces/new/facts", params={"limit": 1}).json()["items"][0]
-    assert fact["memory_version"]["extractor_backend"] == "rules"
-    # the same rebuild again is the same jobs; another space's memory is never overwritten
-    again = admin.post(route.format("old"), json={"into": "new"})
-    assert [j["job_id"] for j in again.json()["items"]] == [j["job_id"] for j in jobs]
-    assert client.post("/v1/spaces", json={"name": "other"}).status_code == 201
-    other = {**sessions()[0], "session_id": "elsewhere"}
-    wait_jobs(client, [client.post("/v1/spaces/other/sessions", json=other).json()["job_id"]])
-    refused = admin.post(route.format("old"), json={"into": "other"})
-    assert refused.status_code == 409 and "elsewhere" in refused.text
-    assert admin.post(route.format("old"), json={"into": "old"}).status_code == 422
-    assert admin.post(route.format("nope"), json={"into": "x"}).status_code == 404
-    names = sorted(s["name"] for s in client.get("/v1/spaces").json()["items"])
-    assert names == ["new", "old", "other"]
