@@ -40,6 +40,14 @@ def print_hits(result: dict[str, Any], limit: int | None = None) -> None:
     for profile in result["profiles"][:limit]:
         since = profile["valid_from"]
         print(f"  profile {profile['person']} (valid from {since}): {profile['content']}")
+    pending = result.get("pending") or []
+    if pending:
+        print("  not yet in memory (sessions still being ingested):")
+    for turn in pending[:limit]:
+        where = f"{turn['session_id']}:{turn['turn_id']}"
+        print(f"   pending {turn['score']:.3f}  {turn['speaker']}: {turn['text']}  [{where}]")
+    if result.get("pending_cut"):
+        print(f"  ({result['pending_cut']} pending turns of a long backlog were not searched)")
 
 
 def show_search(args: argparse.Namespace, result: dict[str, Any]) -> int:

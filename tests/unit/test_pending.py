@@ -202,3 +202,16 @@ def test_an_answer_uses_pending_turns_after_the_facts(tmp_path: Path) -> None:
     result = ask(ctx, "t", "s", "What does Priya cook?", pending=[pending])
     assert result.answer.fact_ids == ["pending:s9:s9:0"]
     assert "paella" in result.answer.text
+
+
+def test_the_command_line_prints_pending_turns_after_the_facts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from cli.output import print_hits
+
+    turn = {"session_id": "s9", "turn_id": "s9:2", "speaker": "Ann", "text": "I moved to Oslo."}
+    print_hits({"hits": [], "profiles": [], "pending": [{**turn, "score": 0.61}], "pending_cut": 7})
+    out = capsys.readouterr().out
+    assert "not yet in memory" in out
+    assert "pending 0.610  Ann: I moved to Oslo.  [s9:s9:2]" in out
+    assert "7 pending turns" in out
