@@ -178,3 +178,24 @@ def redis_or_skip(url: str, decode_responses: bool = False) -> redis.Redis:
             pytest.fail("Redis is not running on 127.0.0.1:6379 (required in CI)")
         pytest.skip("Redis is not running on 127.0.0.1:6379")
     return client
+
+
+def redis_text(client: redis.Redis) -> str:
+    """Every key of the client's database with its value, as one text (a line a key): what
+    a test searches for text that must not be left anywhere."""
+    out = []
+    for key in client.scan_iter(count=500):
+        kind = client.type(key)
+        value: object = kind
+        if kind == "string":
+            value = client.get(key)
+        elif kind == "hash":
+            value = client.hgetall(key)
+        elif kind == "list":
+            value = client.lrange(key, 0, -1)
+        elif kind == "set":
+            value = sorted(client.smembers(key))
+        elif kind == "zset":
+            value = client.zrange(key, 0, -1)
+        out.append(f"{key} {value}")
+    return "\n".join(out)

@@ -25,6 +25,7 @@ from common.store import keys, records
 from common.store.backends import open_store
 from common.store.coordination import Coordination
 from common.store.persistence import rewrite_after_erasure
+from tests.helpers import redis_text
 from tests.integration.conftest import WorkerProcess, worker_env
 from tests.redis_server import RedisServer
 from workers.replies import GRACE_S
@@ -102,22 +103,7 @@ def _every_value(client: redis.Redis) -> str:
     out = []
     for db in range(16):
         client.execute_command("SELECT", db)
-        for key in client.scan_iter(count=500):
-            kind = client.type(key)
-            value: object
-            if kind == "string":
-                value = client.get(key)
-            elif kind == "hash":
-                value = client.hgetall(key)
-            elif kind == "list":
-                value = client.lrange(key, 0, -1)
-            elif kind == "set":
-                value = sorted(client.smembers(key))
-            elif kind == "zset":
-                value = client.zrange(key, 0, -1)
-            else:
-                value = kind
-            out.append(f"{db} {key} {value}")
+        out += [f"{db} {line}" for line in redis_text(client).splitlines()]
     client.execute_command("SELECT", 0)
     return "\n".join(out)
 

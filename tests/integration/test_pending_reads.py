@@ -22,7 +22,7 @@ from common.producer import MemoryClient
 from common.settings import StoreSettings
 from common.store import records
 from common.store.backends import open_store
-from tests.helpers import redis_or_skip
+from tests.helpers import redis_or_skip, redis_text
 from tests.integration.conftest import WorkerProcess, worker_env
 from tests.integration.test_workers import ALL_QUEUES, producer
 
@@ -117,22 +117,7 @@ def _accept_ran(log: Path) -> bool:
 
 
 def _values(client: redis.Redis) -> str:
-    out = []
-    for key in client.scan_iter(count=500):
-        kind = client.type(key)
-        value: object = kind
-        if kind == "string":
-            value = client.get(key)
-        elif kind == "hash":
-            value = client.hgetall(key)
-        elif kind == "list":
-            value = client.lrange(key, 0, -1)
-        elif kind == "zset":
-            value = client.zrange(key, 0, -1)
-        elif kind == "set":
-            value = sorted(client.smembers(key))
-        out.append(f"{key} {value}")
-    return "\n".join(out)
+    return redis_text(client)
 
 
 def test_erasing_a_session_in_flight_takes_it_out_of_reads_and_out_of_memory(

@@ -3,7 +3,6 @@ the SQLite journal of the embedded mode and Redis (skipped when Redis is not run
 
 from __future__ import annotations
 
-import os
 import socket
 import sqlite3
 import threading
@@ -20,6 +19,7 @@ from common.store import keys
 from common.store.coordination import Coordination
 from common.store.coordination.jobs import RedisJobs
 from common.store.coordination.locks import SqliteLocks
+from tests.helpers import redis_or_skip
 
 REDIS_URL = "redis://127.0.0.1:6379/13"  # not flushed: each test uses its own tenant
 
@@ -34,15 +34,7 @@ def _job(tenant: str, job_id: str = "j1") -> Job:
 
 
 def _redis_or_skip() -> redis.Redis:
-    client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
-    try:
-        client.ping()
-    except redis.ConnectionError:
-        client.close()
-        if os.environ.get("CI") == "true":
-            pytest.fail("Redis is not running on 127.0.0.1:6379 (required in CI)")
-        pytest.skip("Redis is not running on 127.0.0.1:6379")
-    return client
+    return redis_or_skip(REDIS_URL, decode_responses=True)
 
 
 def _forget_tenant(client: redis.Redis, tenant: str) -> None:
