@@ -132,7 +132,9 @@ def test_two_workers_sharing_a_budget_never_exceed_it_at_the_server(
         arrivals = list(server.arrivals)
     assert [j.state for j in done] == ["done"] * count
     assert all(j.reason is None for j in done)
-    assert len(arrivals) == count * turns
+    # A batch re-queued after it waited its patience out sends again the calls of it that had
+    # gone through (as in the 429 test below); every call still counts against the budget.
+    assert count * turns <= len(arrivals) <= 2 * count * turns
     busiest = busiest_window(arrivals, period)
     # The workers take their budget at most `budget` per `period`; what the server sees adds
     # each request's own way there (a thread to be scheduled, a connection to open), which on
