@@ -20,12 +20,7 @@ from workers import runtime
 def settings_from(args: argparse.Namespace) -> Settings:
     settings: Settings = get_settings()
     if args.data_dir:
-        root = Path(args.data_dir)
-        store = settings.store.model_copy(update={"qdrant_path": root / "qdrant"})
-        pipeline = settings.pipeline.model_copy(
-            update={"coordination_path": root / "coordination.sqlite"}
-        )
-        settings = settings.model_copy(update={"store": store, "pipeline": pipeline})
+        settings = settings.in_data_dir(Path(args.data_dir))
     return settings
 
 

@@ -336,6 +336,15 @@ class Settings(BaseSettings):
     fair: FairSettings = FairSettings()
     api: ApiSettings = ApiSettings()
 
+    def in_data_dir(self, root: Path) -> Settings:
+        """These settings with the embedded store and the coordination file under `root` (a
+        command's `--data-dir`)."""
+        store = self.store.model_copy(update={"qdrant_path": root / "qdrant"})
+        pipeline = self.pipeline.model_copy(
+            update={"coordination_path": root / "coordination.sqlite"}
+        )
+        return self.model_copy(update={"store": store, "pipeline": pipeline})
+
     @model_validator(mode="after")
     def _check(self) -> Settings:
         total = self.similarity.alpha + self.similarity.beta

@@ -10,7 +10,6 @@ sessions").
 from __future__ import annotations
 
 import threading
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import numpy as np
 from common.models import ids
 from common.models.jobs import AcceptPayload
 from common.models.session import SessionInput, SessionRecord, Turn
+from common.retrieval.caches import PerEncoder
 from common.settings import SimilaritySettings
 from common.similarity import TextQuery, hybrid_many
 from common.store.base import Kind, Store
@@ -179,15 +179,5 @@ class TurnVectors:
         return np.stack([known[i] for i in rows])
 
 
-_CACHES: weakref.WeakKeyDictionary[object, TurnVectors] = weakref.WeakKeyDictionary()
-_CACHES_LOCK = threading.Lock()
-
-
-def turn_vectors(encoder: object) -> TurnVectors:
-    """The process's cache for this encoder (one per encoder object, so vectors of two models
-    never mix; it goes with its encoder)."""
-    with _CACHES_LOCK:
-        cache = _CACHES.get(encoder)
-        if cache is None:
-            cache = _CACHES[encoder] = TurnVectors(CACHED_SESSIONS)
-        return cache
+# turn_vectors(encoder): the process's cache of pending turn vectors for that encoder
+turn_vectors = PerEncoder(lambda: TurnVectors(CACHED_SESSIONS))
