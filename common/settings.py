@@ -78,6 +78,11 @@ class RetrievalSettings(BaseModel):
     profile_top_k: int = 5
     event_weight: float = 0.7
     mode: Literal["full", "flat", "no-graph", "no-profile"] = "full"
+    # The share of the question vector's projection on the names of the participants it
+    # names that is taken away (docs/recall.md, "The question's vector"): the participant
+    # filter already says whose facts count, and a name left in weighs on the embedding of
+    # every fact about that person alike. 0 ranks with the question's embedding as it is.
+    nameless_weight: float = Field(default=0.5, ge=0.0, le=1.0)
     # Sessions accepted but not yet committed are searched turn by turn (docs/recall.md,
     # "Pending sessions"): at most this many turns come back, beside the facts.
     pending_top_k: int = Field(default=5, ge=0)

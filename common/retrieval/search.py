@@ -27,6 +27,7 @@ from common.models.query import (
     SearchResponse,
 )
 from common.models.session import SessionInput
+from common.retrieval import names
 from common.retrieval import pending as pending_turns
 from common.retrieval.explain import recall_graph
 from common.retrieval.graph import GraphResult, LocalGraph
@@ -174,6 +175,24 @@ def associative(
     return hits, result, len(rows)
 
 
+def query_vectors(
+    ctx: MemoryContext, question: str, intent: QueryIntent
+) -> tuple[np.ndarray, np.ndarray]:
+    """The vector S_h ranks memory with, and the question's own embedding.
+
+    With w = `retrieval.nameless_weight` > 0 and participants in the intent, the first is
+    the embedding less w times its projection on the participants' name vectors
+    (`common/retrieval/names.py`); otherwise both are the embedding. Pending turns are
+    ranked with the plain embedding, which their score threshold was set on."""
+    w = ctx.settings.retrieval.nameless_weight
+    if w <= 0 or not intent.participants:
+        plain = ctx.embedder.encode([question])[0]
+        return plain, plain
+    cache = names.name_vectors(ctx.embedder)
+    plain, people = cache.with_names(question, intent.participants, ctx.embedder.encode)
+    return names.away_from(plain, people, w), plain
+
+
 def search(
     ctx: MemoryContext,
     tenant: str,
@@ -198,7 +217,7 @@ def search(
     with usage.metered() as used:
         intent = ctx.backend.query_intent(question, space_record.participants, now)
     clock.lap("intent")
-    vector = ctx.embedder.encode([question])[0]
+    vector, plain = query_vectors(ctx, question, intent)
     clock.lap("embedding")
     cfg = ctx.settings.retrieval
     mode = mode or cfg.mode
@@ -236,7 +255,7 @@ def search(
         clock.lap("profiles")
     found = pending_turns.PendingResult([], 0, 0)
     if pending:
-        found = _pending(ctx, pending, vector, query, hits)
+        found = _pending(ctx, pending, plain, query, hits)
         clock.lap("pending")
     return SearchResult(
         question,
