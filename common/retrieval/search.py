@@ -47,6 +47,16 @@ class Hit:
 
 
 @dataclass
+class Walk:
+    """The local graph a search walked: the walk's result, how many of its first nodes are
+    the seeds, and each local fact's own S_h to the question (in the result's row order)."""
+
+    graph: GraphResult
+    seeds: int
+    relevance: np.ndarray
+
+
+@dataclass
 class SearchResult:
     question: str
     intent: QueryIntent
@@ -58,6 +68,7 @@ class SearchResult:
     graph: RecallGraph | None = None
     pending: list[pending_turns.PendingHit] = field(default_factory=list)
     pending_cut: int = 0
+    walk: Walk | None = None  # in the modes that walk a graph
 
 
 @dataclass
@@ -143,10 +154,10 @@ def associative(
     vector: np.ndarray,
     seeds: list[Hit],
     k: int,
-) -> tuple[list[Hit], GraphResult, int]:
+) -> tuple[list[Hit], Walk]:
     """Random walk with restart over the local graph around the seeds; the top k local
     nodes by activation, or by activation fused with their own relevance (`final_ranking`),
-    with the walk's graph and how many of its first nodes are seeds."""
+    and the walk."""
     cfg = ctx.settings.graph
     ordered = sorted(seeds, key=lambda h: -h.score)[: cfg.max_seed_facts]
     rows = [index.facts.rows[h.fact.id] for h in ordered]
@@ -172,7 +183,7 @@ def associative(
         stages["graph"] = float(result.activation[i])
         stages["relevance"] = float(relevance[i])
         hits.append(Hit(fact, float(final[i]), stages))
-    return hits, result, len(rows)
+    return hits, Walk(result, len(rows), relevance)
 
 
 def query_vectors(
@@ -229,6 +240,7 @@ def search(
     fmask = _filtered(index, intent, "facts")
     events: list[tuple[Event, float]] = []
     graph: RecallGraph | None = None
+    walk: Walk | None = None
     if mode == "flat":
         ranked = index.facts.hybrid(vector, query, sim, fmask, k=k)
         hits = [Hit(index.facts.get(r.id), r.score, {"primary": r.score}) for r in ranked]
@@ -244,10 +256,10 @@ def search(
         if mode == "no-graph" or not seeds:
             hits = sorted(seeds, key=lambda h: -h.score)[:k]
         else:
-            hits, walked, seeded = associative(ctx, index, intent, query, vector, seeds, k)
+            hits, walk = associative(ctx, index, intent, query, vector, seeds, k)
             clock.lap("graph")
             if explain:
-                graph = recall_graph(index, walked, seeded, [h.fact.id for h in hits])
+                graph = recall_graph(index, walk.graph, walk.seeds, [h.fact.id for h in hits])
                 clock.lap("explain")
     profiles: list[tuple[Profile, Profile | ProfileVersion]] = []
     if intent.needs_profile and mode not in ("flat", "no-profile"):
@@ -268,6 +280,7 @@ def search(
         graph,
         found.hits,
         found.cut,
+        walk,
     )
 
 
