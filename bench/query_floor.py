@@ -5,7 +5,9 @@ In one process and one run: the question encoded straight through the embedder (
 the same encoding as the recall stage timed it, recall called in this thread as the query
 task calls it, and the full round trip through the embedded worker; p50s and differences.
 Also in the task: recall with the paper's keyword Jaccard in place of BM25 (the same memory),
-so the lexical channel's cost shows as a difference within the run, beside its own stage.
+so the lexical channel's cost shows as a difference within the run, beside its own stage;
+and recall with the question embedded as it is (`retrieval.nameless_weight=0`), so the cost
+of also embedding it without the participants' names shows the same way.
 """
 
 from __future__ import annotations
@@ -58,15 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="atommem-floor-"))
     worker: EmbeddedWorker | None = None
     try:
-        base = get_settings()
-        settings = base.model_copy(
-            update={
-                "store": base.store.model_copy(update={"qdrant_path": root / "qdrant"}),
-                "pipeline": base.pipeline.model_copy(
-                    update={"coordination_path": root / "coordination.sqlite"}
-                ),
-            }
-        )
+        settings = get_settings().in_data_dir(root)
         runtime.configure(settings)
         (conv,) = load_conversations(Path(args.conversation), Path(args.facts))
         ctx = runtime.context()
@@ -90,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         jaccard = own.model_copy(
             update={"similarity": own.similarity.model_copy(update={"lexical": "jaccard"})}
         )
+        plain = own.model_copy(
+            update={"retrieval": own.retrieval.model_copy(update={"nameless_weight": 0.0})}
+        )
+        alternates = {"in_task_jaccard": jaccard, "in_task_plain_question": plain}
         samples: dict[str, list[float]] = {}
         for _ in range(args.rounds):  # interleaved, so drift on a shared machine hits all alike
             for q in questions:
@@ -101,15 +99,17 @@ def main(argv: list[str] | None = None) -> int:
                 samples.setdefault("in_task", []).append((time.perf_counter() - started) * 1000)
                 samples.setdefault("encode_in_task", []).append(result.timings_ms["embedding"])
                 samples.setdefault("lexical_in_task", []).append(result.timings_ms["lexical"])
-                ctx.settings = jaccard  # the worker is idle: nothing else reads it meanwhile
-                try:
-                    started = time.perf_counter()
-                    search(ctx, tenant, conv.name, q, mode=args.mode)
-                    samples.setdefault("in_task_jaccard", []).append(
-                        (time.perf_counter() - started) * 1000
-                    )
-                finally:
-                    ctx.settings = own
+                for name, alternate in alternates.items():
+                    ctx.settings = alternate  # the worker is idle: nothing else reads it now
+                    try:
+                        started = time.perf_counter()
+                        other = search(ctx, tenant, conv.name, q, mode=args.mode)
+                        samples.setdefault(name, []).append((time.perf_counter() - started) * 1000)
+                        samples.setdefault(f"encode_{name}", []).append(
+                            other.timings_ms["embedding"]
+                        )
+                    finally:
+                        ctx.settings = own
                 started = time.perf_counter()
                 reply = client.search(tenant, conv.name, q, mode=args.mode)
                 samples.setdefault("through_worker", []).append(
@@ -135,6 +135,12 @@ def main(argv: list[str] | None = None) -> int:
             },
             "hop_ms": round(p50["through_worker"] - p50["recall_in_worker"], 2),
             "bm25_over_jaccard_in_task_ms": round(p50["in_task"] - p50["in_task_jaccard"], 2),
+            "nameless_over_plain_question_in_task_ms": round(
+                p50["in_task"] - p50["in_task_plain_question"], 2
+            ),
+            "nameless_over_plain_question_encode_ms": round(
+                p50["encode_in_task"] - p50["encode_in_task_plain_question"], 2
+            ),
         }
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
