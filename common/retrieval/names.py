@@ -8,6 +8,10 @@ w of its projection on the span of the named participants' own embeddings:
 
     v_Q = v − w · U Uᵀ v        U: an orthonormal basis of the names' vectors
 
+v_Q is not renormalised: for a question that names someone it is shorter than v (0.8 to 0.9
+with w = 0.5), so its dense term weighs a little less beside the lexical one. Renormalised,
+the same w gave about the same recall on LoCoMo (bench/README.md, "The question's vector").
+
 A name is embedded once per process and kept (the last `CACHED_NAMES` names per encoder);
 the first question naming someone embeds the name in the same batch as the question.
 """
@@ -58,7 +62,8 @@ def away_from(vector: np.ndarray, names: np.ndarray, weight: float) -> np.ndarra
     if weight <= 0 or names.size == 0:
         return vector
     u, s, _ = np.linalg.svd(names.T.astype(np.float64), full_matrices=False)
-    basis = u[:, s > s[0] * 1e-6]
+    # two names whose vectors nearly coincide give one direction, not their small difference
+    basis = u[:, s > s[0] * 1e-2]
     v = vector.astype(np.float64)
     out: np.ndarray = (v - weight * (basis @ (basis.T @ v))).astype(vector.dtype)
     return out

@@ -109,3 +109,28 @@ def test_recall_ranks_by_what_is_asked_rather_than_by_the_name(
     assert [h.fact.id for h in result.hits] == (
         [first] + [i for i in ("name", "topic") if i != first]
     )
+
+
+def test_pending_turns_are_ranked_with_the_plain_embedding(tmp_path: Path) -> None:
+    """A pending turn along the name's direction only: with the whole name taken out of the
+    question's vector it would score under the pending floor; it is ranked with the
+    question's own embedding, which that floor was set on."""
+    from datetime import datetime
+
+    from common.models.session import SessionInput, Turn
+
+    ctx = make_ctx(tmp_path, encoder())
+    space = records.require_space(ctx.store, "t", "s")
+    records.put_space(ctx.store, space.model_copy(update={"participants": ["Priya"]}))
+    ctx.settings.retrieval.nameless_weight = 1.0
+    ctx.embedder.table["Priya: Hello there."] = unit(1, 0, 0, 0)  # type: ignore[attr-defined]
+    session = SessionInput(
+        session_id="s1",
+        started_at=datetime(2024, 5, 8, 9, 0),
+        participants=["Priya"],
+        turns=[Turn(speaker="Priya", text="Hello there.")],
+    )
+    result = search(ctx, "t", "s", QUESTION, mode="flat", pending=[session])
+    (turn,) = result.pending
+    assert turn.turn.text == "Hello there."
+    assert turn.score > ctx.settings.retrieval.pending_min_score
