@@ -6,8 +6,9 @@ the same encoding as the recall stage timed it, recall called in this thread as 
 task calls it, and the full round trip through the embedded worker; p50s and differences.
 Also in the task: recall with the paper's keyword Jaccard in place of BM25 (the same memory),
 so the lexical channel's cost shows as a difference within the run, beside its own stage;
-and recall with the question embedded as it is (`retrieval.nameless_weight=0`), so the cost
-of also embedding it without the participants' names shows the same way.
+and recall with the question's embedding as it is (`retrieval.nameless_weight=0`), so the
+cost of the question vector's projection away from the named participants (their vectors
+cached since the warm-up) shows the same way.
 """
 
 from __future__ import annotations

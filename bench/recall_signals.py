@@ -10,10 +10,10 @@ category it reports:
   `flat`'s top k misses (what `full` could add) against the others, the AUC of each signal
   the graph has for a fact: its S_h, its activation, and the weight of its entity, event and
   turn edges from the seeds (0.5 is chance; averaged over the questions with both kinds);
-- `ranker`: a logistic ranker over those signals, fitted on the local facts of one fold
-  (label: the fact covers an evidence turn) and ranking the local graph of the other; its
-  Recall@k beside `full`'s and `flat`'s on that fold. It asks whether any fixed weighting of
-  the graph's signals would beat S_h alone, not what `full` should ship.
+- `ranker`: for each `--fold`, a logistic ranker over those signals fitted on the local facts
+  of the conversations outside it (label: the fact covers an evidence turn) and ranking the
+  local graphs of the fold's own; its Recall@k beside `full`'s and `flat`'s on the fold. One
+  simple weighting of the graph's signals, to set beside S_h; not what `full` should ship.
 
     python -m bench.recall_signals --data-dir /tmp/bench \\
         --conversations PATH/locomo/conversations --facts PATH/locomo/atommem_facts \\
