@@ -114,9 +114,9 @@ def fill(data: Path, size: int, seed: int) -> dict[str, Any]:
 def open_and_ask(data: Path, size: int, queries: int, seed: int) -> dict[str, Any]:
     """In this (fresh) process: open the space and answer questions, each phase timed."""
     started = time.perf_counter()
-    from common.deps import get_embedder
     from common.retrieval.search import search
     from workers import runtime
+    from workers.wiring import get_embedder
 
     imported = time.perf_counter()
     settings = _settings(data)

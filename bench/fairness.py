@@ -40,11 +40,11 @@ from common.inputs.formats import read_sessions
 from common.memory.changes import CommitStats
 from common.models.jobs import FINISHED
 from common.models.session import SessionInput
-from common.producer import MemoryClient
+from common.producer import Producer
 from common.settings import BrokerSettings, Settings, StoreSettings
 from common.store import records
 from common.store.backends import open_store
-from common.store.coordination import Coordination
+from common.store.coordination.roles import Coordination
 from workers.launch import ROOT, WorkerProcess
 
 QUEUES = "ingest,extract,memory,profile,query"
@@ -113,15 +113,15 @@ def questions(conversations: Path, name: str) -> list[str]:
     return [q["question"] for q in doc["qa"] if q.get("category") in (1, 2, 3, 4)]
 
 
-def producer(url: str) -> tuple[MemoryClient, Coordination]:
+def producer(url: str) -> tuple[Producer, Coordination]:
     app = Celery("bench-fairness")
     app.conf.update(celery_config(Settings(broker=BrokerSettings(url=url))))
     coord = Coordination.redis(url, 3600)
-    return MemoryClient(app, coord.jobs, coord.sequence), coord
+    return Producer(app, coord.jobs, coord.sequence), coord
 
 
 def timed_session(
-    client: MemoryClient, coord: Coordination, space: str, session: SessionInput
+    client: Producer, coord: Coordination, space: str, session: SessionInput
 ) -> dict[str, Any]:
     """Submit one session of the small tenant and time it to done."""
     sample = Sample(client, space, session)
@@ -133,7 +133,7 @@ def timed_session(
 class Sample:
     """One submitted session of the small tenant, with when it was first seen in each state."""
 
-    def __init__(self, client: MemoryClient, space: str, session: SessionInput) -> None:
+    def __init__(self, client: Producer, space: str, session: SessionInput) -> None:
         self.began = time.perf_counter()
         (job,) = client.submit(SMALL, space, [session])
         self.job_id = job.job_id

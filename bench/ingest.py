@@ -10,9 +10,9 @@ from typing import Any
 
 from tqdm import tqdm
 
+from common.context import MemoryContext
 from common.errors import InvalidInput
 from common.memory.changes import CommitStats
-from common.memory.context import MemoryContext
 from common.memory.extract import chunks, extracted_facts
 from common.models.session import SessionInput
 

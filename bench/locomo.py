@@ -15,23 +15,24 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 from tqdm import tqdm
 
 from bench.ingest import embedded_batches, embedding_only, ingest_jobs
 from bench.metrics import CATEGORIES, bleu1, f1, percentiles, recall_at_k
+from common.context import MemoryContext
 from common.errors import InvalidInput
 from common.inputs.formats import SpaceInput, load_json, read_sessions
 from common.llm import usage
-from common.memory.context import MemoryContext
+from common.models.query import AskResponse, SearchResponse
 from common.models.session import Turn
-from common.settings import SimilaritySettings
+from common.settings import RecallMode, SimilaritySettings
 from common.store import records
 from common.text.lexical import query_terms
 
-MEMORY_VARIANTS = ("full", "flat", "no-graph", "no-profile")
+MEMORY_VARIANTS: tuple[str, ...] = get_args(RecallMode)
 # Variants that read the memory the ingest built (the memory variants and hybrid-bm25).
 STORED_VARIANTS = (*MEMORY_VARIANTS, "hybrid-bm25")
 VARIANTS = (*STORED_VARIANTS, "raw-turns")
@@ -170,6 +171,7 @@ def run_memory_variant(
     for conv in conversations:
         for index, qa in conv.questions:
             started = time.perf_counter()
+            response: SearchResponse
             if answer:
                 response = client.ask(tenant, conv.name, qa["question"], k=k, mode=variant)
             else:
@@ -177,20 +179,21 @@ def run_memory_variant(
             stages.setdefault("through_query_worker", []).append(
                 (time.perf_counter() - started) * 1000
             )
-            for name, ms in response["timings_ms"].items():
+            for name, ms in response.timings_ms.items():
                 stages.setdefault(name, []).append(ms)
             retrieved = [
                 {
-                    "fact_id": h["fact_id"],
-                    "text": h["text"],
-                    "dia_ids": h["turn_ids"],
-                    "score": round(h["score"], 6),
+                    "fact_id": h.fact_id,
+                    "text": h.text,
+                    "dia_ids": h.turn_ids,
+                    "score": round(h.score, 6),
                 }
-                for h in response["hits"]
+                for h in response.hits
             ]
-            row = _row(conv, index, qa, retrieved, k, response.get("answer"))
-            if response.get("llm_usage"):
-                row["llm_usage"] = response["llm_usage"]
+            said = response.answer if isinstance(response, AskResponse) else None
+            row = _row(conv, index, qa, retrieved, k, said)
+            if response.llm_usage:
+                row["llm_usage"] = response.llm_usage
             if judge is not None and "answer" in row:
                 row["judge"] = int(judge(qa["question"], row["reference"], row["answer"]))
             rows.append(row)

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="bench/results/query_floor.json")
     args = parser.parse_args(argv)
 
-    from common.producer import MemoryClient
+    from common.producer import Producer
     from common.settings import get_settings
     from workers.celery_app import app
     from workers.embedded import EmbeddedWorker
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         worker = EmbeddedWorker()  # what `atommem` runs with no broker: the in-process worker
         worker.start()
         coord = runtime.coordination()
-        client = MemoryClient(app, coord.jobs, coord.sequence)
+        client = Producer(app, coord.jobs, coord.sequence)
         tenant = settings.tenant
         records.create_space(ctx.store, tenant, conv.name)
         seconds, _ = ingest_jobs(
@@ -116,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
                 samples.setdefault("through_worker", []).append(
                     (time.perf_counter() - started) * 1000
                 )
-                samples.setdefault("encode_in_worker", []).append(reply["timings_ms"]["embedding"])
-                samples.setdefault("recall_in_worker", []).append(reply["timings_ms"]["total"])
+                samples.setdefault("encode_in_worker", []).append(reply.timings_ms["embedding"])
+                samples.setdefault("recall_in_worker", []).append(reply.timings_ms["total"])
         p50 = {name: _p50(values) for name, values in samples.items()}
         doc = {
             "benchmark": "query_floor",

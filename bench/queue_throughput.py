@@ -27,12 +27,12 @@ from common.celery_config import celery_config
 from common.embeddings import Embedder
 from common.inputs.formats import read_sessions
 from common.memory.changes import CommitStats
-from common.producer import MemoryClient
+from common.producer import Producer
 from common.queues import Queue
 from common.settings import BrokerSettings, EmbeddingSettings, Settings, StoreSettings
 from common.store import keys, records
 from common.store.backends import open_store
-from common.store.coordination import Coordination
+from common.store.coordination.roles import Coordination
 from workers.launch import ROOT, WorkerProcess
 
 LAYOUTS = {
@@ -72,7 +72,7 @@ def run_layout(processes: int, files: list[Path], redis_url: str, work: Path) ->
         app = Celery("bench-producer")
         app.conf.update(celery_config(Settings(broker=BrokerSettings(url=redis_url))))
         coord = Coordination.redis(redis_url, 3600)
-        client = MemoryClient(app, coord.jobs, coord.sequence)
+        client = Producer(app, coord.jobs, coord.sequence)
         warm = client.submit("bench", "warmup", read_sessions(SAMPLE).sessions)
         client.wait("bench", [j.job_id for j in warm], timeout=300)  # models loaded everywhere
         for q in Queue:

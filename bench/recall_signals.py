@@ -34,8 +34,8 @@ import numpy as np
 
 from bench.locomo import Conversation, load_conversations
 from bench.metrics import CATEGORIES, recall_at_k
+from common.context import MemoryContext
 from common.errors import InvalidInput
-from common.memory.context import MemoryContext
 from common.retrieval.search import search
 from workers import runtime
 

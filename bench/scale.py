@@ -29,8 +29,8 @@ from tqdm import tqdm
 
 from bench.ingest import embedded_batches, embedding_only, ingest_jobs
 from bench.metrics import percentiles
+from common.context import MemoryContext
 from common.errors import InvalidInput
-from common.memory.context import MemoryContext
 from common.models.session import SessionInput, Turn
 from common.store import records
 from common.store.base import Kind
@@ -69,6 +69,10 @@ TURNS_PER_SESSION = 10
 # Texts per size the embedding-only floor is timed over: the synthetic facts are all of one
 # length, so a sample gives the rate, and all 100,000 would add minutes to the run.
 FLOOR_FACTS = 5000
+
+# A cold open's seconds per step (and what it found: a saved index, facts, hits), as the
+# results file records them.
+Timings = dict[str, float | int | bool]
 
 
 def synthetic_sessions(facts: int, seed: int) -> list[SessionInput]:
@@ -170,7 +174,7 @@ def run_size(
         began = time.perf_counter()
         response = client.search(tenant, space, question, mode="full")
         stages.setdefault("through_query_worker", []).append((time.perf_counter() - began) * 1000)
-        for name, ms in response["timings_ms"].items():
+        for name, ms in response.timings_ms.items():
             stages.setdefault(name, []).append(ms)
     return {
         "size": size,
@@ -205,7 +209,7 @@ def _leading(batches: list[list[str]], limit: int) -> list[list[str]]:
     return out
 
 
-def cold_open(store_path: Path, tenant: str, space: str, question: str) -> dict[str, Any]:
+def cold_open(store_path: Path, tenant: str, space: str, question: str) -> Timings:
     """Open the closed embedded store in a fresh process and answer one `full` query there;
     the child's own timings, with the whole process's wall time beside them."""
     command = [sys.executable, "-m", "bench.scale", str(store_path), tenant, space, question]
@@ -214,20 +218,20 @@ def cold_open(store_path: Path, tenant: str, space: str, question: str) -> dict[
     wall = time.time() - spawned
     if done.returncode != 0:
         raise InvalidInput(f"the cold-open process failed:\n{done.stderr[-2000:]}")
-    timings: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    timings: Timings = json.loads(done.stdout.strip().splitlines()[-1])
     timings["startup_s"] = round(timings.pop("entered_at") - spawned, 3)
     timings["process_s"] = round(wall, 3)
     return timings
 
 
-def _cold_open_child(store_path: str, tenant: str, space: str, question: str) -> dict[str, Any]:
+def _cold_open_child(store_path: str, tenant: str, space: str, question: str) -> Timings:
     """In the fresh process: import, load the model, open the store and the space's index,
     answer one query; seconds for each step. `cold_open_s` is the store and the index."""
     entered_at = time.time()  # the parent subtracts its spawn time: interpreter + module imports
     started = time.perf_counter()
-    from common.deps import build_context
     from common.retrieval.search import search
     from common.settings import get_settings
+    from workers.wiring import build_context
 
     imported = time.perf_counter()
     base = get_settings()

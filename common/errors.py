@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 
 class AtomMemError(Exception):
     """Base of every expected, user-facing failure."""
@@ -34,17 +37,33 @@ class SessionConflict(Conflict):
     """A session id that was committed before with different content."""
 
 
+# A failure's kind as it crosses the wire (a task's reply, an HTTP status, an MCP tool error),
+# and the class each kind comes back as; anything else is "error".
+KINDS: dict[str, type[AtomMemError]] = {
+    "not_found": NotFound,
+    "conflict": Conflict,
+    "invalid": InvalidInput,
+}
+
+
 def error_kind(exc: AtomMemError) -> str:
     """The class of a failure as it crosses the wire: not_found, conflict, invalid, error."""
-    if isinstance(exc, NotFound):
-        return "not_found"
-    if isinstance(exc, Conflict):
-        return "conflict"
-    if isinstance(exc, InvalidInput):
-        return "invalid"
-    return "error"
+    return next((kind for kind, cls in KINDS.items() if isinstance(exc, cls)), "error")
 
 
 def failure(exc: AtomMemError) -> dict[str, str]:
     """A failure as a task's reply: {"error": message, "kind": error_kind}."""
     return {"error": str(exc), "kind": error_kind(exc)}
+
+
+def raise_failure(reply: object) -> None:
+    """A task's {"error", "kind"} reply as the exception of its kind; any other reply passes."""
+    if isinstance(reply, dict) and "error" in reply:
+        raise KINDS.get(str(reply.get("kind")), AtomMemError)(str(reply["error"]))
+
+
+def first_error(errors: Sequence[Any]) -> str:
+    """A pydantic validation failure in words: where (`body.turns.0.text`) and what."""
+    first = errors[0]
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    return f"{where}: {first['msg']}" if where else str(first["msg"])

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from celery import Celery
+from pydantic import BaseModel
 
-from common.errors import AtomMemError, Conflict, InvalidInput, NotFound, SessionConflict
+from common.errors import Conflict, NotFound, SessionConflict, raise_failure
 from common.models import ids
 from common.models.jobs import (
     FINISHED,
@@ -22,20 +23,36 @@ from common.models.jobs import (
     ReadWhat,
     TaskPayload,
 )
+from common.models.memory import Event, Fact, Profile
+from common.models.query import AskResponse, SearchResponse
+from common.models.replies import ONE, REPLIES, Erasure
+from common.models.responses import (
+    RECORDS,
+    ErasureReceipt,
+    JobList,
+    Kind,
+    Page,
+    Ping,
+    SessionSummary,
+    Space,
+    SpaceList,
+    StoredSession,
+)
 from common.models.session import SessionInput
 from common.queues import TaskName
-from common.store.coordination import JobStore, SpaceSequence
+from common.store.coordination.jobs import JobStore
+from common.store.coordination.sequence import SpaceSequence
+
+Reply = TypeVar("Reply", bound=BaseModel)
+# How long a caller waits for a read (a query worker) and for an admin write (which may wait
+# out a commit holding the space's lock) unless it says otherwise; the service's own come
+# from `api.query_timeout_s` and `api.admin_timeout_s`.
+READ_S = 60.0
+ADMIN_S = 300.0
 
 
 class JobNotFound(NotFound):
     pass
-
-
-_KINDS: dict[str, type[AtomMemError]] = {
-    "not_found": NotFound,
-    "conflict": Conflict,
-    "invalid": InvalidInput,
-}
 
 
 def _content(raw: str) -> str:
@@ -46,13 +63,7 @@ def _content(raw: str) -> str:
         return ""
 
 
-def _raise_for(result: dict[str, Any]) -> None:
-    """A worker's {"error", "kind"} reply as the matching exception."""
-    if "error" in result:
-        raise _KINDS.get(str(result.get("kind")), AtomMemError)(str(result["error"]))
-
-
-class MemoryClient:
+class Producer:
     """What a chat backend (or the CLI) uses to feed and query memory."""
 
     def __init__(self, app: Celery, jobs: JobStore, sequence: SpaceSequence) -> None:
@@ -209,35 +220,10 @@ class MemoryClient:
             time.sleep(poll)
         return [finished[j] for j in job_ids]
 
-    def flush_profiles(self, tenant: str, space: str, timeout: float = 300.0) -> None:
+    def flush_profiles(self, tenant: str, space: str, timeout: float = ADMIN_S) -> None:
         """Run the profile batch now over the space's pending candidates, and wait for it."""
         body = ProfilePayload(enqueued_at=0.0, tenant=tenant, space=space)
         self._send(TaskName.PROFILE, body, ignore_result=False).get(timeout=timeout, interval=0.01)
-
-    def _query(
-        self,
-        name: TaskName,
-        tenant: str,
-        space: str,
-        question: str,
-        k: int | None,
-        timeout: float,
-        mode: str | None = None,
-        explain: bool = False,
-    ) -> dict[str, Any]:
-        # `mode` arrives as any string (CLI, bench): validation refuses one that is no recall mode
-        body = QueryPayload.model_validate(
-            dict(
-                enqueued_at=0.0,
-                tenant=tenant,
-                space=space,
-                question=question,
-                k=k,
-                mode=mode,
-                explain=explain,
-            )
-        )
-        return self._call(name, body, timeout)
 
     def search(
         self,
@@ -245,51 +231,101 @@ class MemoryClient:
         space: str,
         question: str,
         k: int | None = None,
-        timeout: float = 60.0,
+        timeout: float = READ_S,
         mode: str | None = None,
         explain: bool = False,
-    ) -> dict[str, Any]:
+    ) -> SearchResponse:
         """Ranked facts; `mode` overrides the configured recall mode for this query;
         `explain` adds the recall graph."""
-        return self._query(TaskName.SEARCH, tenant, space, question, k, timeout, mode, explain)
+        body = _question(tenant, space, question, k, mode, explain)
+        return self._call(TaskName.SEARCH, body, timeout, SearchResponse)
 
     def ask(
         self,
         tenant: str,
         space: str,
         question: str,
-        timeout: float = 60.0,
+        timeout: float = READ_S,
         k: int | None = None,
         mode: str | None = None,
         explain: bool = False,
-    ) -> dict[str, Any]:
-        return self._query(TaskName.ASK, tenant, space, question, k, timeout, mode, explain)
+    ) -> AskResponse:
+        """An answer from memory with the facts it used."""
+        body = _question(tenant, space, question, k, mode, explain)
+        return self._call(TaskName.ASK, body, timeout, AskResponse)
 
-    def _call(self, name: TaskName, body: TaskPayload, timeout: float) -> dict[str, Any]:
-        """Send a task and wait for its reply, then delete the reply from the result
-        backend: replies carry memory, and erased memory must not linger there."""
-        if name is not TaskName.ADMIN:  # an erasure still runs after its caller gave up
-            body = body.model_copy(update={"reply_by": time.time() + timeout})
-        pending = self._send(name, body)
-        try:
-            result = pending.get(timeout=timeout, interval=0.005)
-        finally:
-            pending.forget()
-        _raise_for(result)
-        return dict(result)
+    def spaces(self, tenant: str, timeout: float = READ_S) -> SpaceList:
+        return self._read(tenant, "spaces", None, timeout, SpaceList)
 
-    def read(
+    def space(self, tenant: str, space: str, timeout: float = READ_S) -> Space:
+        """The space with its counts; `NotFound` when the tenant has no such space."""
+        return self._read(tenant, "space", space, timeout, Space)
+
+    def page(
+        self,
+        tenant: str,
+        space: str,
+        kind: Kind,
+        limit: int = 100,
+        offset: int = 0,
+        timeout: float = READ_S,
+    ) -> Page[Any]:
+        """A page of the space's facts (in session order), events or profiles (by id), as
+        `PAGES[kind]`; `total` counts them all."""
+        return self._read(tenant, kind, space, timeout, Page, limit, offset)
+
+    def sessions(
+        self, tenant: str, space: str, limit: int = 100, offset: int = 0, timeout: float = READ_S
+    ) -> Page[SessionSummary]:
+        """A page of the space's stored sessions, in session order."""
+        return self._read(tenant, "sessions", space, timeout, Page, limit, offset)
+
+    def record(
+        self, tenant: str, space: str, kind: Kind, item_id: str, timeout: float = READ_S
+    ) -> Fact | Event | Profile:
+        """One fact, event or profile by id (`kind` names its listing), with its history and
+        provenance."""
+        found = self._read(tenant, ONE[kind], space, timeout, BaseModel, item_id=item_id)
+        assert isinstance(found, RECORDS[kind])  # the table's model for the kind
+        return found
+
+    def stored_session(
+        self, tenant: str, space: str, session_id: str, timeout: float = READ_S
+    ) -> StoredSession:
+        """A stored session with its turns, as submitted."""
+        return self._read(tenant, "session", space, timeout, StoredSession, item_id=session_id)
+
+    def create_space(self, tenant: str, space: str, timeout: float = ADMIN_S) -> Space:
+        """A new, empty space (`Conflict` when the name is taken)."""
+        return self._admin(tenant, space, "create_space", None, timeout, Space)
+
+    def erase(
+        self, tenant: str, space: str, op: Erasure, item_id: str | None = None,
+        timeout: float = ADMIN_S,
+    ) -> ErasureReceipt:  # fmt: skip
+        """Erase a fact, a session's contribution or the whole space; what was removed."""
+        return self._admin(tenant, space, op, item_id, timeout, ErasureReceipt)
+
+    def rebuild(self, tenant: str, source: str, into: str, timeout: float = ADMIN_S) -> list[Job]:
+        """Re-run the stored sessions of `source` into `into` (created when missing) as
+        ordinary jobs, planned by one admin task under the target's lock."""
+        return self._admin(tenant, into, "rebuild_from", source, timeout, JobList).items
+
+    def ping(self, timeout: float = 5.0) -> Ping:
+        """Whether a query worker answers and reaches the store."""
+        return self._call(TaskName.PING, TaskPayload(enqueued_at=0.0), timeout, Ping)
+
+    def _read(
         self,
         tenant: str,
         what: ReadWhat,
-        space: str | None = None,
-        item_id: str | None = None,
+        space: str | None,
+        timeout: float,
+        model: type[Reply],
         limit: int = 100,
         offset: int = 0,
-        timeout: float = 60.0,
-    ) -> dict[str, Any]:
-        """Stored memory through the query queue: spaces, or a space's facts, events or
-        profiles (a page, or one by id with its history and provenance)."""
+        item_id: str | None = None,
+    ) -> Reply:
         body = ReadPayload(
             enqueued_at=0.0,
             tenant=tenant,
@@ -299,21 +335,56 @@ class MemoryClient:
             limit=limit,
             offset=offset,
         )
-        return self._call(TaskName.READ, body, timeout)
+        return self._call(TaskName.READ, body, timeout, model)
 
-    def admin(
+    def _admin(
         self,
         tenant: str,
         space: str,
         op: AdminOp,
-        item_id: str | None = None,
-        timeout: float = 300.0,
-    ) -> dict[str, Any]:
-        """Create a space, or erase a fact, a session's contribution or a whole space;
-        returns the space, or what was erased."""
+        item_id: str | None,
+        timeout: float,
+        model: type[Reply],
+    ) -> Reply:
         body = AdminPayload(enqueued_at=0.0, tenant=tenant, space=space, op=op, item_id=item_id)
-        return self._call(TaskName.ADMIN, body, timeout)
+        return self._call(TaskName.ADMIN, body, timeout, model)
 
-    def ping(self, timeout: float = 5.0) -> dict[str, Any]:
-        """Whether a query worker answers and reaches the store."""
-        return self._call(TaskName.PING, TaskPayload(enqueued_at=0.0), timeout)
+    def _call(self, name: TaskName, body: TaskPayload, timeout: float, model: type[Reply]) -> Reply:
+        """Send a task, wait for its reply and validate it into the table's model for it (a
+        failure raises its kind); then delete the reply from the result backend: replies
+        carry memory, and erased memory must not linger there."""
+        if name is not TaskName.ADMIN:  # an erasure still runs after its caller gave up
+            body = body.model_copy(update={"reply_by": time.time() + timeout})
+        pending = self._send(name, body)
+        try:
+            result = pending.get(timeout=timeout, interval=0.005)
+        finally:
+            pending.forget()
+        raise_failure(result)
+        reply = REPLIES[name, _what(body)].model_validate(result)
+        assert isinstance(reply, model)  # `model` names the table's entry for the type checker
+        return reply
+
+
+def _what(body: TaskPayload) -> str | None:
+    """What a read reads or an admin task does: with the task's name, the reply's key."""
+    if isinstance(body, ReadPayload):
+        return body.what
+    return body.op if isinstance(body, AdminPayload) else None
+
+
+def _question(
+    tenant: str, space: str, question: str, k: int | None, mode: str | None, explain: bool
+) -> QueryPayload:
+    # `mode` arrives as any string (CLI, bench): validation refuses one that is no recall mode
+    return QueryPayload.model_validate(
+        dict(
+            enqueued_at=0.0,
+            tenant=tenant,
+            space=space,
+            question=question,
+            k=k,
+            mode=mode,
+            explain=explain,
+        )
+    )

@@ -15,7 +15,9 @@ class Queue(StrEnum):
 
 class TaskName(StrEnum):
     ACCEPT = "atommem.ingest.accept"
-    EXTRACT = "atommem.extract.window"
+    # Extracts a chunk of a session's turns (every turn's window in one batch); the wire name
+    # stays, as queued messages carry it (docs/operations.md, "Upgrading").
+    EXTRACT_CHUNK = "atommem.extract.window"
     DRAIN = "atommem.memory.drain"
     # Fair lanes (common.store.coordination.fair): run the next tenant's waiting step
     EXTRACT_NEXT = "atommem.extract.next"
@@ -30,7 +32,7 @@ class TaskName(StrEnum):
 
 TASK_QUEUE: dict[TaskName, Queue] = {
     TaskName.ACCEPT: Queue.INGEST,
-    TaskName.EXTRACT: Queue.EXTRACT,
+    TaskName.EXTRACT_CHUNK: Queue.EXTRACT,
     TaskName.DRAIN: Queue.MEMORY,
     TaskName.EXTRACT_NEXT: Queue.EXTRACT,
     TaskName.MEMORY_NEXT: Queue.MEMORY,

@@ -68,6 +68,11 @@ class MemorySettings(BaseModel):
     max_keywords: int = 5
 
 
+# How a query recalls: `full` is the whole hierarchy (primary, compensatory, the walk,
+# profiles); `flat`, `no-graph` and `no-profile` are its ablations (docs/recall.md).
+RecallMode = Literal["full", "flat", "no-graph", "no-profile"]
+
+
 class RetrievalSettings(BaseModel):
     """Hierarchical recall (§5): primary, compensatory, final top-k, profiles."""
 
@@ -77,7 +82,7 @@ class RetrievalSettings(BaseModel):
     final_top_k: int = 10
     profile_top_k: int = 5
     event_weight: float = 0.7
-    mode: Literal["full", "flat", "no-graph", "no-profile"] = "full"
+    mode: RecallMode = "full"
     # The share of the question vector's projection on the names of the participants it
     # names that is taken away (docs/recall.md, "The question's vector"): the participant
     # filter already says whose facts count, and a name left in weighs on the embedding of

@@ -1,1 +1,3 @@
-"""AtomMem's runnable side: the command line now, the Celery workers on top of it."""
+"""The Celery workers: the app and its thin tasks, the clients each worker process builds, the
+sweep that sends stalled jobs again, stored replies, the container probe file and the embedded
+single-process mode."""

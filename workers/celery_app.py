@@ -16,7 +16,7 @@ from celery.signals import (
 )
 
 from common.celery_config import celery_config
-from workers import heartbeat, runtime
+from workers import probe, runtime
 
 app = Celery(
     "atommem", include=["workers.tasks.pipeline", "workers.tasks.query", "workers.tasks.admin"]
@@ -43,10 +43,10 @@ def _close_clients(**_: Any) -> None:
 
 @worker_ready.connect
 @heartbeat_sent.connect
-def _beat(**_: Any) -> None:
-    """The consumer loop is connected and turning: the probes' heartbeat file
-    (workers/heartbeat.py). Celery sends a heartbeat every 2 s."""
-    heartbeat.beat()
+def _mark_alive(**_: Any) -> None:
+    """The consumer loop is connected and turning: the probes' file (workers/probe.py).
+    Celery sends its worker heartbeat every 2 s."""
+    probe.mark_alive()
 
 
 def observe_wait(queue: str, enqueued_at: float) -> None:

@@ -27,12 +27,12 @@ from celery import Celery
 from celery.signals import worker_ready, worker_shutdown
 
 from common.models.jobs import Job
-from common.producer import MemoryClient
+from common.producer import Producer
 from common.queues import Queue
 from common.settings import Settings
 from common.store import keys
-from common.store.coordination import Coordination
-from common.store.coordination.liveness import HEARTBEAT
+from common.store.coordination.liveness import JOB_LIVENESS
+from common.store.coordination.roles import Coordination
 from workers import runtime
 from workers.celery_app import app
 
@@ -45,12 +45,12 @@ PIPELINE_QUEUES = tuple(q.value for q in Queue if q is not Queue.QUERY)
 _PRIORITY_LISTS = ("", "\x06\x163", "\x06\x166")
 
 
-def start_heartbeat() -> None:
+def start_job_liveness() -> None:
     """Turn on the marking of jobs in progress in this process (once; a no-op without a
     broker: one embedded process has nothing to recover from)."""
     cfg = runtime.settings().broker
-    if cfg.url is not None and not HEARTBEAT.configured:
-        HEARTBEAT.configure(
+    if cfg.url is not None and not JOB_LIVENESS.configured:
+        JOB_LIVENESS.configure(
             lambda tenant, ids: runtime.coordination().jobs.touch(tenant, ids),
             cfg.job_stale_s / 3,
         )
@@ -93,7 +93,7 @@ class Sweeper:
         self._name = name
         self._coord = Coordination.for_settings(settings)
         self._redis = redis.Redis.from_url(settings.broker.url)
-        self._client = MemoryClient(app, self._coord.jobs, self._coord.sequence)
+        self._client = Producer(app, self._coord.jobs, self._coord.sequence)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

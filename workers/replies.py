@@ -70,12 +70,14 @@ class ReplyTask(Task):  # type: ignore[misc]  # celery is untyped
             pipe.expire(self.backend.get_key_for_task(task_id), ttl)
         else:
             ttl = int(self.backend.expires or 24 * 3600)
-        listed = keys.replies(str(payload.get("tenant", "")))
-        space = payload.get("space") or ANY_SPACE
-        pipe.zadd(listed, {f"{space}{SEP}{task_id}": now + ttl})
-        pipe.zremrangebyscore(listed, "-inf", now)
-        pipe.expire(listed, ttl, nx=True)
-        pipe.expire(listed, ttl, gt=True)
+        tenant = payload.get("tenant")
+        if tenant:  # a reply about no tenant (the ping) holds no memory: nothing to erase
+            listed = keys.replies(str(tenant))
+            space = payload.get("space") or ANY_SPACE
+            pipe.zadd(listed, {f"{space}{SEP}{task_id}": now + ttl})
+            pipe.zremrangebyscore(listed, "-inf", now)
+            pipe.expire(listed, ttl, nx=True)
+            pipe.expire(listed, ttl, gt=True)
         pipe.execute()
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import threading
 
-from common.deps import build_context
-from common.memory.context import MemoryContext
+from common.context import MemoryContext
 from common.settings import Settings, get_settings
-from common.store.coordination import Coordination
+from common.store.coordination.roles import Coordination
+from workers.wiring import build_context
 
 _LOCK = threading.Lock()
 _settings: Settings | None = None

@@ -1,160 +1,125 @@
-"""Reads of stored memory and writes outside ingest (create a space, erase), as the worker
-runs them for the API: the API never opens the store itself."""
+"""Writes outside ingest, as the admin task runs them under the space's lock: create a space,
+plan a rebuild into it, erase a fact, a session's contribution or the whole space. The API
+never opens the store itself."""
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from collections.abc import Callable
 
-from common import rebuild
-from common.errors import Conflict, NotFound
+from pydantic import BaseModel
+
+from common.context import MemoryContext
+from common.errors import Conflict, InvalidInput, NotFound
+from common.memory import rebuild
 from common.memory.commit import resume
-from common.memory.context import MemoryContext
-from common.memory.erase import ErasureReport, erase_facts, erase_session, erase_space
+from common.memory.erase import erase_facts, erase_session, erase_space
+from common.memory.listings import space
 from common.memory.stages import cancel_session
 from common.models import ids
-from common.models.jobs import AdminPayload, ReadPayload
-from common.models.memory import Event, Fact, Profile
-from common.models.responses import SessionSummary, StoredSession
+from common.models.jobs import AdminOp, AdminPayload
+from common.models.responses import Erased, ErasureReceipt, Space
 from common.store import records
-from common.store.coordination import ChunkParking, Coordination, JobStore
-from common.store.space_index import KindIndex
+from common.store.coordination.chunks import ChunkParking
+from common.store.coordination.jobs import JobStore
+from common.store.coordination.roles import Coordination
 
-Record = TypeVar("Record", Fact, Event, Profile)
-
-
-def read(ctx: MemoryContext, p: ReadPayload) -> dict[str, Any]:
-    """Spaces, or a space's facts, events or profiles (a page, or one with its history)."""
-    if p.what == "spaces":
-        spaces = records.list_spaces(ctx.store, p.tenant)
-        return {"items": [_space(ctx, p.tenant, s.space) for s in spaces]}
-    assert p.space is not None
-    records.require_space(ctx.store, p.tenant, p.space)
-    if p.what == "space":
-        return _space(ctx, p.tenant, p.space)
-    if p.what in ("session", "sessions"):
-        return _sessions(ctx, p)
-    index = ctx.index(p.tenant, p.space)
-    if p.what in ("fact", "facts"):
-        return _records(index.facts, p, "fact")
-    if p.what in ("event", "events"):
-        return _records(index.events, p, "event")
-    return _records(index.profiles, p, "profile")
+Operation = Callable[[MemoryContext, Coordination, AdminPayload], BaseModel]
 
 
-def _records(items: KindIndex[Record], p: ReadPayload, single: str) -> dict[str, Any]:
-    """One record by id (`p.what` is `single`), or a page of them."""
-    if p.what == single:
-        if p.item_id is None or p.item_id not in items:
-            raise NotFound(f"no {single} {p.item_id!r} in space {p.space!r}")
-        return items.get(p.item_id).model_dump(mode="json")
-    everything = sorted(items.items(), key=_order)
-    page = everything[p.offset : p.offset + p.limit]
-    return {
-        "total": len(everything),
-        "offset": p.offset,
-        "items": [r.model_dump(mode="json") for r in page],
-    }
-
-
-def _sessions(ctx: MemoryContext, p: ReadPayload) -> dict[str, Any]:
-    """One stored session with its turns, or a page of them in session order."""
-    assert p.space is not None
-    if p.what == "session":
-        found = None
-        if p.item_id is not None:
-            found = records.get_session(ctx.store, p.tenant, p.space, p.item_id)
-        if found is None:
-            raise NotFound(f"no session {p.item_id!r} in space {p.space!r}")
-        return StoredSession.of(found).model_dump(mode="json")
-    stored = sorted(
-        records.list_sessions(ctx.store, p.tenant, p.space),
-        key=lambda r: (r.seq, r.session.session_id),
-    )
-    page = stored[p.offset : p.offset + p.limit]
-    return {
-        "total": len(stored),
-        "offset": p.offset,
-        "items": [SessionSummary.of(r).model_dump(mode="json") for r in page],
-    }
-
-
-def _order(record: Fact | Event | Profile) -> tuple[int, list[int], str] | str:
-    """Facts in session order, events and profiles by id."""
-    if isinstance(record, Fact):
-        return (record.source.session_seq, record.source.positions, record.id)
-    return record.id
-
-
-def _space(ctx: MemoryContext, tenant: str, space: str) -> dict[str, Any]:
-    record = records.require_space(ctx.store, tenant, space)
-    counts = records.space_counts(ctx.store, tenant, space)
-    return {
-        "name": record.space,
-        "created_at": record.created_at.isoformat(),
-        "participants": record.participants,
-        "counts": counts,
-    }
-
-
-def administer(ctx: MemoryContext, coord: Coordination, p: AdminPayload) -> dict[str, Any]:
+def administer(ctx: MemoryContext, coord: Coordination, p: AdminPayload) -> BaseModel:
     """Run one admin write; the caller holds the space's lock."""
-    if p.op == "create_space":
-        return _space(ctx, p.tenant, records.create_space(ctx.store, p.tenant, p.space).space)
-    if p.op == "rebuild_from":  # the worker submits these sessions once the lock is released
-        assert p.item_id is not None
-        sessions = rebuild.plan(ctx.store, p.tenant, source=p.item_id, into=p.space)
-        return {"sessions": [s.model_dump(mode="json") for s in sessions]}
+    return OPERATIONS[p.op](ctx, coord, p)
+
+
+def _create_space(ctx: MemoryContext, coord: Coordination, p: AdminPayload) -> Space:
+    return space(ctx, p.tenant, records.create_space(ctx.store, p.tenant, p.space).space)
+
+
+def _plan_rebuild(ctx: MemoryContext, coord: Coordination, p: AdminPayload) -> rebuild.Plan:
+    """The source's sessions, checked against the target; the worker submits them once the
+    lock is released."""
+    source = _target(p)
+    return rebuild.Plan(sessions=rebuild.plan(ctx.store, p.tenant, source=source, into=p.space))
+
+
+def _erase_fact(ctx: MemoryContext, coord: Coordination, p: AdminPayload) -> ErasureReceipt:
+    fact_id = _target(p)
+    report = _erasing(ctx, p)
+    if fact_id not in ctx.index(p.tenant, p.space).facts:
+        raise NotFound(f"no fact {fact_id!r} in space {p.space!r}")
+    erase_facts(ctx, p.tenant, p.space, {fact_id}, report)
+    return ErasureReceipt(erased=report)
+
+
+def _erase_session(ctx: MemoryContext, coord: Coordination, p: AdminPayload) -> ErasureReceipt:
+    """A session in flight is cancelled (unless its memory is being written); a stored one
+    leaves memory with what only it supports; its job and parked drafts go either way."""
+    session_id = _target(p)
+    report = _erasing(ctx, p)
+    if session_id in coord.sequence.pending(p.tenant, p.space):
+        if _writing(ctx, p.tenant, p.space, [session_id]):
+            raise Conflict(
+                f"session {session_id!r} is being committed to memory (job "
+                f"{ids.job_id(p.tenant, p.space, session_id)}); erase it once the job finishes"
+            )
+        _cancel(ctx, coord, p.tenant, p.space, session_id, report)
+        return ErasureReceipt(erased=report)
+    if records.get_session(ctx.store, p.tenant, p.space, session_id) is not None:
+        erase_session(ctx, p.tenant, p.space, session_id, report)
+    elif _job_leftovers(coord, p.tenant, p.space, session_id):
+        report.sessions_deleted.append(session_id)  # failed before its record was stored
+    else:
+        raise NotFound(f"no session {session_id!r} in space {p.space!r}")
+    _forget_jobs(coord.jobs, coord.chunks, p.tenant, p.space, [session_id])
+    return ErasureReceipt(erased=report)
+
+
+def _erase_space(ctx: MemoryContext, coord: Coordination, p: AdminPayload) -> ErasureReceipt:
+    """Sessions in flight are cancelled, then the space and its queue state go."""
+    report = _erasing(ctx, p)
+    in_flight = coord.sequence.pending(p.tenant, p.space)
+    writing = _writing(ctx, p.tenant, p.space, in_flight)
+    if writing:
+        raise Conflict(
+            f"space {p.space!r} has {len(writing)} sessions being committed to memory "
+            f"({', '.join(repr(s) for s in writing[:5])}); erase it once their jobs finish"
+        )
+    for session_id in in_flight:
+        _cancel(ctx, coord, p.tenant, p.space, session_id, report)
+    erase_space(ctx, p.tenant, p.space, report)
+    cancelled = set(in_flight)
+    stored = [s for s in report.sessions_deleted if s not in cancelled]
+    _forget_jobs(coord.jobs, coord.chunks, p.tenant, p.space, stored)
+    coord.sequence.forget(p.tenant, p.space)
+    coord.versions.forget(p.tenant, p.space)
+    return ErasureReceipt(erased=report)
+
+
+OPERATIONS: dict[AdminOp, Operation] = {
+    "create_space": _create_space,
+    "rebuild_from": _plan_rebuild,
+    "erase_fact": _erase_fact,
+    "erase_session": _erase_session,
+    "erase_space": _erase_space,
+}
+
+
+def _target(p: AdminPayload) -> str:
+    """The fact or session an operation acts on (a rebuild's source)."""
+    if p.item_id is None:
+        raise InvalidInput(f"{p.op} names what it acts on (item_id)")
+    return p.item_id
+
+
+def _erasing(ctx: MemoryContext, p: AdminPayload) -> Erased:
+    """An empty report for an erasure in an existing space. A stage interrupted after
+    recording its plan is finished first: applied after the erasure, its plan would write
+    back what the erasure removed."""
     records.require_space(ctx.store, p.tenant, p.space)
-    # A stage interrupted after recording its plan is finished first: applied after the
-    # erasure, its plan would write back what the erasure removed.
     for stored in records.list_sessions(ctx.store, p.tenant, p.space):
         if stored.plan is not None:
             resume(ctx, stored)
-    report = ErasureReport()
-    in_flight = coord.sequence.pending(p.tenant, p.space)
-    if p.op == "erase_fact":
-        assert p.item_id is not None
-        if p.item_id not in ctx.index(p.tenant, p.space).facts:
-            raise NotFound(f"no fact {p.item_id!r} in space {p.space!r}")
-        erase_facts(ctx, p.tenant, p.space, {p.item_id}, report)
-    elif p.op == "erase_session":
-        assert p.item_id is not None
-        if p.item_id in in_flight:
-            if _writing(ctx, p.tenant, p.space, [p.item_id]):
-                raise Conflict(
-                    f"session {p.item_id!r} is being committed to memory (job "
-                    f"{ids.job_id(p.tenant, p.space, p.item_id)}); erase it once the job finishes"
-                )
-            _cancel(ctx, coord, p.tenant, p.space, p.item_id, report)
-            return {"erased": report.as_dict()}
-        if records.get_session(ctx.store, p.tenant, p.space, p.item_id) is not None:
-            erase_session(ctx, p.tenant, p.space, p.item_id, report)
-        elif _job_leftovers(coord, p.tenant, p.space, p.item_id):
-            report.sessions_deleted.append(p.item_id)  # failed before its record was stored
-        else:
-            raise NotFound(f"no session {p.item_id!r} in space {p.space!r}")
-        _forget_jobs(coord.jobs, coord.chunks, p.tenant, p.space, [p.item_id])
-    else:
-        writing = _writing(ctx, p.tenant, p.space, in_flight)
-        if writing:
-            raise Conflict(
-                f"space {p.space!r} has {len(writing)} sessions being committed to memory "
-                f"({', '.join(repr(s) for s in writing[:5])}); erase it once their jobs finish"
-            )
-        for session_id in in_flight:
-            _cancel(ctx, coord, p.tenant, p.space, session_id, report)
-        erase_space(ctx, p.tenant, p.space, report)
-        cancelled = set(in_flight)
-        _forget_jobs(
-            coord.jobs,
-            coord.chunks,
-            p.tenant,
-            p.space,
-            [s for s in report.sessions_deleted if s not in cancelled],
-        )
-        coord.sequence.forget(p.tenant, p.space)
-        coord.versions.forget(p.tenant, p.space)
-    return {"erased": report.as_dict()}
+    return Erased()
 
 
 def _writing(ctx: MemoryContext, tenant: str, space: str, in_flight: list[str]) -> list[str]:
@@ -175,7 +140,7 @@ def _cancel(
     tenant: str,
     space: str,
     session_id: str,
-    report: ErasureReport,
+    report: Erased,
 ) -> None:
     """A session accepted but with no memory written yet: its job fails as erased and its
     queue state, drafts and stored record go (the caller holds the space's lock, so no drain

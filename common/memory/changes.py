@@ -7,13 +7,16 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import BaseModel, Field
 
+from common.llm import usage
 from common.models.memory import Event, Fact, MemoryVersion, Profile
 from common.models.plan import Plan, PlannedPoint, pack_vector, unpack_vector
 from common.store.base import Kind, Point, Store
 
 
 class CommitStats(BaseModel):
-    """Counts a job reports for one session."""
+    """Counts a job reports for one session. Model calls are counted once, by the meter
+    (common/llm/usage.py) into `llm_usage`; `llm_calls` and `llm_calls_skipped` are its
+    totals over the stages."""
 
     turns: int = 0
     facts_in: int = 0
@@ -23,11 +26,17 @@ class CommitStats(BaseModel):
     events_created: int = 0
     events_touched: int = 0
     profile_changes: int = 0
-    llm_calls: int = 0
-    llm_calls_skipped: int = 0
     llm_usage: dict[str, int] = Field(
         default_factory=dict, description="model calls and tokens: `llm.<stage>.<what>`"
     )
+
+    @property
+    def llm_calls(self) -> int:
+        return usage.Usage.from_counts(self.llm_usage).total("calls")
+
+    @property
+    def llm_calls_skipped(self) -> int:
+        return usage.Usage.from_counts(self.llm_usage).total("skipped")
 
     def add(self, other: CommitStats) -> None:
         for name in type(self).model_fields:
@@ -50,7 +59,8 @@ class CommitStats(BaseModel):
     def counts(self) -> dict[str, int]:
         """Flat counts, as a job reports them."""
         flat = self.model_dump(exclude={"llm_usage"})
-        return {**flat, **self.llm_usage}
+        totals = {"llm_calls": self.llm_calls, "llm_calls_skipped": self.llm_calls_skipped}
+        return {**flat, **totals, **self.llm_usage}
 
 
 def planned_points(plan: Plan) -> list[tuple[Kind, Point]]:

@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from common.context import MemoryContext
 from common.llm import usage
 from common.memory.changes import Changes, CommitStats, apply_plan
-from common.memory.context import MemoryContext
 from common.memory.events import refresh_events, route_event
 from common.memory.profiles import run_profile_batch
 from common.memory.verify import place_fact
@@ -162,7 +162,9 @@ def profile_flush(ctx: MemoryContext, tenant: str, space: str) -> CommitStats:
     changes = Changes(version=memory_version(ctx.settings))
     stats = CommitStats()
     with ctx.changing(tenant, space):
-        run_profile_batch(ctx, index, changes, stats)
+        with usage.metered() as used:
+            run_profile_batch(ctx, index, changes, stats)
+        stats.add_usage(used.as_counts())
         points = sorted(changes.plan().points, key=lambda p: p.kind != Kind.PROFILES.value)
         apply_plan(ctx.store, Plan(points=points))
     ctx.committed(index)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -38,6 +37,22 @@ class ProfileDiff(BaseModel):
     only_b: list[str]
 
 
+class SpaceRecall(BaseModel):
+    """One space's Recall@k by category on a question file, and its query latency."""
+
+    recall: dict[str, float | None]
+    questions: int
+    p50_ms: float = Field(description="through the query worker")
+    p50_in_task_ms: float
+
+
+class RecallComparison(BaseModel):
+    questions: str = Field(description="the question file")
+    k: int
+    mode: str
+    spaces: dict[str, SpaceRecall]
+
+
 class Comparison(BaseModel):
     a: SpaceSide
     b: SpaceSide
@@ -47,7 +62,7 @@ class Comparison(BaseModel):
     examples_only_a: list[str]
     examples_only_b: list[str]
     profiles: list[ProfileDiff]
-    recall: dict[str, Any] | None = None
+    recall: RecallComparison | None = None
 
 
 def versions_of(

@@ -15,39 +15,23 @@ interrupted erasure finishes it.
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
 
+from common.context import MemoryContext
 from common.llm.contracts import EventSummary, FactView
 from common.memory.changes import Changes, CommitStats, apply_plan
-from common.memory.context import MemoryContext
 from common.memory.profiles import cited_facts, profile_without, run_profile_batch
 from common.memory.verify import view
 from common.memory.version import memory_version
 from common.models.memory import Event, Fact, FactRevision, FactTime, Profile
 from common.models.plan import Plan
+from common.models.responses import Erased
 from common.store import records
 from common.store.base import Kind
 from common.store.space_index import SpaceIndex
 
 
-@dataclass
-class ErasureReport:
-    """What an erasure removed or rewrote, by id."""
-
-    facts_deleted: list[str] = field(default_factory=list)
-    facts_rewritten: list[str] = field(default_factory=list)
-    events_deleted: list[str] = field(default_factory=list)
-    events_rewritten: list[str] = field(default_factory=list)
-    profiles_deleted: list[str] = field(default_factory=list)
-    profiles_rewritten: list[str] = field(default_factory=list)
-    sessions_deleted: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, list[str]]:
-        return {name: sorted(set(getattr(self, name))) for name in self.__dataclass_fields__}
-
-
 def erase_facts(
-    ctx: MemoryContext, tenant: str, space: str, fact_ids: set[str], report: ErasureReport
+    ctx: MemoryContext, tenant: str, space: str, fact_ids: set[str], report: Erased
 ) -> None:
     """Delete facts and rewrite or delete what was built from them."""
     with _reload_on_failure(ctx, tenant, space):
@@ -56,7 +40,7 @@ def erase_facts(
 
 
 def erase_session(
-    ctx: MemoryContext, tenant: str, space: str, session_id: str, report: ErasureReport
+    ctx: MemoryContext, tenant: str, space: str, session_id: str, report: Erased
 ) -> None:
     """Delete a session's raw record and everything it contributed to the space."""
     with _reload_on_failure(ctx, tenant, space):
@@ -81,7 +65,7 @@ def erase_session(
     report.sessions_deleted.append(session_id)
 
 
-def erase_space(ctx: MemoryContext, tenant: str, space: str, report: ErasureReport) -> None:
+def erase_space(ctx: MemoryContext, tenant: str, space: str, report: Erased) -> None:
     """Delete every point of the space, its registry entry last (so a rerun finds it)."""
     index = ctx.index(tenant, space)
     report.facts_deleted += [f.id for f in index.facts.items()]
@@ -107,7 +91,7 @@ def _erase_facts(
     fact_ids: set[str],
     reworded: set[str],
     changes: Changes,
-    report: ErasureReport,
+    report: Erased,
 ) -> None:
     """Delete `fact_ids`; rebuild what was derived from them or from the erased wording of
     the `reworded` facts (already rewritten in `changes`)."""
@@ -155,7 +139,7 @@ def _rewrite_events(
     fact_ids: set[str],
     reworded: set[str],
     changes: Changes,
-    report: ErasureReport,
+    report: Erased,
 ) -> set[str]:
     """Drop erased members; delete emptied events, re-summarise the others afresh from
     their members as they now read (never from the old summary). Returns the ids of
@@ -208,7 +192,7 @@ def _rewrite_profiles(
     fact_ids: set[str],
     reworded: set[str],
     changes: Changes,
-    report: ErasureReport,
+    report: Erased,
 ) -> set[str]:
     """Rebuild every profile version that cites an erased or reworded fact from its other
     evidence (or drop it), and send reworded facts that profiles cited through the profile

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from common.context import MemoryContext
 from common.llm import usage
 from common.llm.contracts import EventSummary, FactView
 from common.memory.changes import Changes, CommitStats
-from common.memory.context import MemoryContext
 from common.memory.verify import view
 from common.models import ids
 from common.models.memory import Event, Fact, TimeRange
@@ -60,10 +60,8 @@ def route_event(
         exclude={fact.id},
     )
     if not similar and ctx.settings.llm.skip_rules:
-        stats.llm_calls_skipped += 1
         usage.skipped("event_link")
         return set()  # no candidate: the fact stands alone
-    stats.llm_calls += 1
     picked = set(
         ctx.backend.link_event(view(fact), [view(index.facts.get(s.id), s.score) for s in similar])
     )
@@ -123,7 +121,6 @@ def refresh_events(
         if len(members) > 2:
             previous = EventSummary(summary=event.summary, keywords=event.keywords)
         asks.append((members, previous))
-    stats.llm_calls += len(asks)
     events = [
         event.model_copy(update={"summary": summary.summary, "keywords": summary.keywords})
         for event, summary in zip(ordered, ctx.backend.summarize_events(asks), strict=True)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from common.context import MemoryContext
 from common.llm import usage
 from common.llm.contracts import ExtractedFact, ExtractionWindow, FactMetadata, MetadataGroup
-from common.memory.context import MemoryContext
 from common.models import ids
 from common.models.drafts import DraftFact
 from common.models.plan import pack_vector

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from common.context import MemoryContext
 from common.errors import SessionConflict
 from common.memory.commit import resume
-from common.memory.context import MemoryContext
 from common.models.session import SessionInput, SessionRecord
 from common.store import records
 

@@ -6,10 +6,10 @@ from datetime import date, datetime
 
 import numpy as np
 
+from common.context import MemoryContext
 from common.llm import usage
 from common.llm.contracts import ProfileCandidate, ProfileDecision, ProfileView
 from common.memory.changes import Changes, CommitStats
-from common.memory.context import MemoryContext
 from common.memory.verify import view
 from common.models import ids
 from common.models.memory import Fact, Profile, ProfileVersion
@@ -142,10 +142,8 @@ def run_profile_batch(
     pending = [f for f in index.facts.items() if f.profile_pending]
     skip = ctx.settings.llm.skip_rules
     if not pending and skip:
-        stats.llm_calls_skipped += 1
         usage.skipped("profile_extract")
         return
-    stats.llm_calls += 1
     candidates = ctx.backend.profile_candidates([view(f) for f in pending])
     vectors = _ProfileVectors(ctx, index, changes, pending)
     for cand, vector in zip(candidates, vectors.of([c.content for c in candidates]), strict=True):
@@ -160,15 +158,12 @@ def run_profile_batch(
         )
         decision: ProfileDecision
         if skip and ranked and ranked[0].cosine > cfg.profile_duplicate_threshold:
-            stats.llm_calls_skipped += 1
             usage.skipped("profile_update")
             decision = ProfileDecision(action="redundant", profile_id=ranked[0].id)
         elif skip and (not ranked or ranked[0].score < cfg.profile_min_score):
-            stats.llm_calls_skipped += 1
             usage.skipped("profile_update")
             decision = ProfileDecision(action="create", content=cand.content)
         else:
-            stats.llm_calls += 1
             views = []
             for r in ranked:
                 known = index.profiles.get(r.id)

@@ -11,15 +11,13 @@ case the holder died), so nothing waits in a blocked worker slot.
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Callable
 from enum import StrEnum
 
+from common.context import MemoryContext
 from common.errors import AtomMemError
 from common.llm import usage
 from common.llm.budget import WAITING, BudgetShort
 from common.memory.commit import commit_facts, profile_batch, profile_flush, resume
-from common.memory.context import MemoryContext
 from common.memory.extract import chunks, draft_session
 from common.memory.ingest import accept, note_participants, session_hash
 from common.models import ids
@@ -27,9 +25,10 @@ from common.models.drafts import DraftFact
 from common.models.jobs import FINISHED, AcceptPayload, ExtractPayload
 from common.models.session import SessionInput
 from common.store import records
-from common.store.coordination import ChunkParking, Coordination
-from common.store.coordination.liveness import HEARTBEAT
-from common.store.coordination.locks import LockLost
+from common.store.coordination.chunks import ChunkParking
+from common.store.coordination.liveness import JOB_LIVENESS
+from common.store.coordination.locks import LockLost, space_lock
+from common.store.coordination.roles import Coordination
 
 WORKING = ("extracting", "committing", "profiling")
 ERASED = "erased while being ingested"
@@ -196,7 +195,7 @@ def extract_stage(ctx: MemoryContext, chunks: ChunkParking, payload: ExtractPayl
     """Draft the facts of one chunk and park them; True once every chunk of the session is
     parked. Parking is idempotent, so a redelivered chunk counts once: the fan-in survives a
     worker killed at any point (a counter would not)."""
-    with HEARTBEAT.working_on(payload.tenant, payload.job_id), usage.metered() as used:
+    with JOB_LIVENESS.working_on(payload.tenant, payload.job_id), usage.metered() as used:
         drafts = draft_session(
             ctx, payload.tenant, payload.space, payload.session, payload.context_turns
         )
@@ -250,23 +249,11 @@ def parked_drafts(
     return drafts, cost.as_counts()
 
 
-def _still_holding(coord: Coordination, tenant: str, space: str, token: str) -> Callable[[], None]:
-    """The check a stage makes before it writes: its lock may have lapsed while it computed
-    (its process stalled, or Redis was away past the TTL) and another worker taken over."""
-
-    def guard() -> None:
-        if not coord.locks.holds(tenant, space, token):
-            raise LockLost(f"the lock of space {space!r} lapsed before the write")
-
-    return guard
-
-
 def drain_stage(ctx: MemoryContext, coord: Coordination, tenant: str, space: str) -> Next:
     """Commit the head session of the space if its drafts are ready."""
-    token = uuid.uuid4().hex
-    if not coord.locks.acquire(tenant, space, token, ctx.settings.broker.lock_ttl_ms):
-        return Next.BUSY
-    try:
+    with space_lock(coord.locks, tenant, space, ctx.settings.broker.lock_ttl_ms) as lock:
+        if lock is None:
+            return Next.BUSY
         head = coord.sequence.head(tenant, space)
         if head is None:
             return Next.NOTHING
@@ -298,9 +285,7 @@ def drain_stage(ctx: MemoryContext, coord: Coordination, tenant: str, space: str
         drafts, extraction = parked
         coord.jobs.update_job(tenant, job_id, state="committing", reason=None)
         try:
-            commit_facts(
-                ctx, record, drafts, extraction, _still_holding(coord, tenant, space, token)
-            )
+            commit_facts(ctx, record, drafts, extraction, lock.check)
         except LockLost:
             return Next.BUSY  # the lock's new holder commits it
         except BudgetShort:
@@ -312,18 +297,15 @@ def drain_stage(ctx: MemoryContext, coord: Coordination, tenant: str, space: str
         note_participants(ctx, tenant, space, record.session)
         coord.jobs.update_job(tenant, job_id, state="profiling", counts=record.stats, reason=None)
         return Next.PROFILE
-    finally:
-        coord.locks.release(tenant, space, token)
 
 
 def profile_stage(
     ctx: MemoryContext, coord: Coordination, tenant: str, space: str, session_id: str | None
 ) -> Next:
     """The profile batch after a session's commit (or on demand with no session)."""
-    token = uuid.uuid4().hex
-    if not coord.locks.acquire(tenant, space, token, ctx.settings.broker.lock_ttl_ms):
-        return Next.BUSY
-    try:
+    with space_lock(coord.locks, tenant, space, ctx.settings.broker.lock_ttl_ms) as lock:
+        if lock is None:
+            return Next.BUSY
         if session_id is None:
             profile_flush(ctx, tenant, space)
             return Next.NOTHING
@@ -335,7 +317,7 @@ def profile_stage(
         record = resume(ctx, record)
         if record.status == "committed":
             try:
-                profile_batch(ctx, record, _still_holding(coord, tenant, space, token))
+                profile_batch(ctx, record, lock.check)
             except LockLost:
                 return Next.BUSY
             except BudgetShort:
@@ -350,5 +332,3 @@ def profile_stage(
             tenant, record.job_id or "", state="done", counts=record.stats, reason=None
         )
         return Next.DRAIN
-    finally:
-        coord.locks.release(tenant, space, token)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from common.context import MemoryContext
 from common.llm import usage
 from common.llm.contracts import FactUpdate, FactView
 from common.memory.changes import Changes, CommitStats
-from common.memory.context import MemoryContext
 from common.models.memory import Fact, FactRevision, FactTime
 from common.similarity import TextQuery
 from common.store.space_index import SpaceIndex
@@ -60,10 +60,8 @@ def place_fact(
     if not ctx.settings.llm.skip_rules:
         close = ranked[: cfg.conflict_top_k]  # the paper's way: always ask
     elif not close:  # nothing close enough to repeat or contradict it: store as is
-        stats.llm_calls_skipped += 1
         usage.skipped("verify")
         return fact
-    stats.llm_calls += 1
     decision = ctx.backend.verify(view(fact), [view(index.facts.get(r.id), r.score) for r in close])
     allowed = {r.id for r in close}
     # a verifier may only touch the candidates it was shown

@@ -1,28 +1,3 @@
-"""Pydantic models for every boundary: sessions, memory records, LLM contracts."""
-
-from common.models.memory import (
-    Event,
-    Fact,
-    FactRevision,
-    FactSource,
-    FactTime,
-    Profile,
-    ProfileVersion,
-    TimeRange,
-)
-from common.models.session import SessionInput, SessionRecord, SpaceRecord, Turn
-
-__all__ = [
-    "Event",
-    "Fact",
-    "FactRevision",
-    "FactSource",
-    "FactTime",
-    "Profile",
-    "ProfileVersion",
-    "SessionInput",
-    "SessionRecord",
-    "SpaceRecord",
-    "TimeRange",
-    "Turn",
-]
+"""Pydantic models, one module per boundary: sessions (`session`), memory records (`memory`),
+jobs and task payloads (`jobs`), write plans (`plan`), extraction drafts (`drafts`), the HTTP
+API's bodies (`api`) and replies (`responses`, `query`), and deterministic ids (`ids`)."""

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 from pydantic.config import JsonDict
 
 from common.errors import InvalidInput
 from common.models.session import MAX_ORDER, NAME_MAX, NOT_BLANK, SessionInput, Turn, not_blank
+from common.settings import RecallMode
 
 MAX_TURNS = 2000
 MAX_TEXT = 20_000
@@ -112,6 +113,10 @@ class TurnBody(Strict):
     )
 
 
+# A session as a caller hands it over: its JSON, or a model (`SessionBody`, `SessionInput`).
+RawSession = dict[str, Any] | BaseModel
+
+
 class SessionBody(Strict):
     """A finished session: every turn needs text (or a caption, or pre-extracted facts)."""
 
@@ -182,7 +187,7 @@ class SessionBody(Strict):
 class QueryBody(Strict):
     question: str = Field(min_length=1, max_length=2000, json_schema_extra={"pattern": NOT_BLANK})
     k: int | None = Field(default=None, ge=1, le=100, strict=True)
-    mode: Literal["full", "flat", "no-graph", "no-profile"] | None = None
+    mode: RecallMode | None = None
     explain: bool = Field(
         default=False, strict=True, description="also return the recall graph (`graph`)"
     )

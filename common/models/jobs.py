@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from common.models.session import SessionInput
+from common.settings import RecallMode
 
 JobState = Literal["queued", "extracting", "committing", "profiling", "done", "failed"]
 FINISHED: frozenset[str] = frozenset({"done", "failed"})
@@ -72,7 +73,7 @@ class ProfilePayload(SpacePayload):
 class QueryPayload(SpacePayload):
     question: str
     k: int | None = None
-    mode: Literal["full", "flat", "no-graph", "no-profile"] | None = None
+    mode: RecallMode | None = None
     explain: bool = False
 
 

@@ -5,12 +5,12 @@ reads them back."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, Field, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from common.models.jobs import Job
-from common.models.memory import SAID_AT, Fact, FactRevision, FactSource
+from common.models.memory import SAID_AT, Event, Fact, FactRevision, FactSource, Profile
 from common.models.session import SessionRecord, SessionStatus, Turn
 
 T = TypeVar("T")
@@ -28,6 +28,20 @@ class Page(BaseModel, Generic[T]):
     total: int
     offset: int
     items: list[T]
+
+
+# The records a space lists, by the name of their listing (`/v1/spaces/{space}/facts`, …).
+Kind = Literal["facts", "events", "profiles"]
+RECORDS: dict[Kind, type[Fact] | type[Event] | type[Profile]] = {
+    "facts": Fact,
+    "events": Event,
+    "profiles": Profile,
+}
+PAGES: dict[Kind, type[Page[Any]]] = {
+    "facts": Page[Fact],
+    "events": Page[Event],
+    "profiles": Page[Profile],
+}
 
 
 class FactHistory(BaseModel):
@@ -93,15 +107,23 @@ class JobList(BaseModel):
 
 
 class Erased(BaseModel):
-    """What an erasure removed or rewrote, by id (the worker's `ErasureReport`)."""
+    """What an erasure removed or rewrote, by id, each id once and sorted."""
 
-    facts_deleted: list[str]
-    facts_rewritten: list[str]
-    events_deleted: list[str]
-    events_rewritten: list[str]
-    profiles_deleted: list[str]
-    profiles_rewritten: list[str]
-    sessions_deleted: list[str]
+    # The erasure builds it by appending as it goes (two steps may name the same id); every
+    # list is always sent, so the served schema marks them all required.
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+    facts_deleted: list[str] = Field(default_factory=list)
+    facts_rewritten: list[str] = Field(default_factory=list)
+    events_deleted: list[str] = Field(default_factory=list)
+    events_rewritten: list[str] = Field(default_factory=list)
+    profiles_deleted: list[str] = Field(default_factory=list)
+    profiles_rewritten: list[str] = Field(default_factory=list)
+    sessions_deleted: list[str] = Field(default_factory=list)
+
+    @field_serializer("*")
+    def _each_once(self, ids: list[str]) -> list[str]:
+        return sorted(set(ids))
 
 
 class ErasureReceipt(BaseModel):
@@ -123,7 +145,7 @@ class Space(BaseModel):
 
     @field_serializer("created_at", when_used="json")
     def _as_stored(self, value: datetime) -> str:
-        # The worker sends `isoformat()` ("+00:00"); pydantic would write "Z" instead.
+        # `isoformat()` ("+00:00"), as the API has always written it; pydantic's is "Z".
         return value.isoformat()
 
 
@@ -156,6 +178,14 @@ class KeyInfo(BaseModel):
 
 class KeyList(BaseModel):
     items: list[KeyInfo]
+
+
+class Ping(BaseModel):
+    """A query worker's answer to a ping: it runs, and whether it reaches the store."""
+
+    worker: bool
+    store: bool
+    reason: str | None = None
 
 
 class Health(BaseModel):

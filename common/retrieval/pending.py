@@ -23,7 +23,8 @@ from common.retrieval.caches import PerEncoder
 from common.settings import SimilaritySettings
 from common.similarity import TextQuery, hybrid_many
 from common.store.base import Kind, Store
-from common.store.coordination import JobStore, SpaceSequence
+from common.store.coordination.jobs import JobStore
+from common.store.coordination.sequence import SpaceSequence
 from common.text.lexical import Bm25, document_terms, query_terms
 
 # A stored record in these states has written no fact yet (`committing` is a stage whose plan

@@ -8,14 +8,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import Literal
 
 import numpy as np
 
+from common.context import MemoryContext
 from common.errors import InvalidInput
 from common.llm import usage
 from common.llm.contracts import Answer, EvidenceItem, QueryIntent
-from common.memory.context import MemoryContext
 from common.models.memory import Event, Fact, FactTime, Profile, ProfileVersion
 from common.models.query import (
     AskResponse,
@@ -32,11 +31,10 @@ from common.retrieval import pending as pending_turns
 from common.retrieval.explain import recall_graph
 from common.retrieval.graph import GraphResult, LocalGraph
 from common.retrieval.ppr import fuse_ranks
+from common.settings import RecallMode
 from common.similarity import TextQuery, hybrid_many
 from common.store import records
 from common.store.space_index import SpaceIndex
-
-RecallMode = Literal["full", "flat", "no-graph", "no-profile"]
 
 
 @dataclass

@@ -4,49 +4,54 @@ for producers that never open the store (the HTTP API)."""
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Any
 
 from celery import Task
+from pydantic import BaseModel
 
 from common.errors import AtomMemError, failure
-from common.memory.admin import administer, read
+from common.memory.admin import administer
+from common.memory.listings import read
+from common.memory.rebuild import Plan
 from common.models.jobs import AdminPayload, ReadPayload
-from common.models.session import SessionInput
-from common.producer import MemoryClient
+from common.models.responses import JobList, Ping
+from common.producer import Producer
 from common.queues import Queue, TaskName
 from common.store.base import Kind
+from common.store.coordination.locks import space_lock
 from common.store.persistence import rewrite_after_erasure
 from workers import runtime
 from workers.celery_app import app, observe_wait
 from workers.replies import ReplyTask, forget_space
-from workers.tasks.policy import task
+from workers.tasks.policy import AdminTask, task
 
 log = logging.getLogger(__name__)
 
 
-@task(TaskName.READ, reply=True, base=ReplyTask)
+@task(TaskName.READ, base=ReplyTask)
 def read_memory(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Spaces, facts, events or profiles as stored; read-only, so safe to run twice."""
     p = ReadPayload.model_validate(payload)
     observe_wait(Queue.QUERY, p.enqueued_at)
     try:
-        return read(runtime.context(), p)
+        return read(runtime.context(), p).model_dump(mode="json")
     except AtomMemError as exc:
         return failure(exc)
 
 
-@task(TaskName.PING, reply=True, acks_late=False, reject_on_worker_lost=False)
+@task(TaskName.PING, base=ReplyTask, acks_late=False, reject_on_worker_lost=False)
 def ping(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """A worker answers and reaches the store (readiness)."""
     try:
         runtime.context().store.count(Kind.SPACES, "-", None)
     except Exception as exc:  # readiness reports any store failure, it never raises
-        return {"worker": True, "store": False, "reason": f"{type(exc).__name__}: {exc}"}
-    return {"worker": True, "store": True}
+        reply = Ping(worker=True, store=False, reason=f"{type(exc).__name__}: {exc}")
+    else:
+        reply = Ping(worker=True, store=True)
+    return reply.model_dump(mode="json", exclude_none=True)
 
 
-@task(TaskName.ADMIN, reply=True, max_retries=150)  # waits out a commit holding the lock
+@task(TaskName.ADMIN, base=AdminTask, max_retries=150)  # waits out a commit holding the lock
 def admin(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Create a space, erase, or plan a rebuild under the space's lock (waiting, without
     blocking a slot, while a commit holds it); after an erasure, delete the space's stored
@@ -57,25 +62,21 @@ def admin(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     observe_wait(Queue.MEMORY, p.enqueued_at)
     settings = runtime.settings()
     ctx, coord = runtime.context(), runtime.coordination()
-    token = uuid.uuid4().hex
-    if not coord.locks.acquire(p.tenant, p.space, token, settings.broker.lock_ttl_ms):
-        raise self.retry(countdown=settings.broker.busy_retry_s)
-    try:
-        receipt = administer(ctx, coord, p)
-    except AtomMemError as exc:
-        receipt = failure(exc)
-    finally:
-        coord.locks.release(p.tenant, p.space, token)
-    if p.op == "rebuild_from":
-        if "error" in receipt:
-            return receipt
+    done: BaseModel | dict[str, str]
+    with space_lock(coord.locks, p.tenant, p.space, settings.broker.lock_ttl_ms) as lock:
+        if lock is None:
+            raise self.retry(countdown=settings.broker.busy_retry_s)
+        try:
+            done = administer(ctx, coord, p)
+        except AtomMemError as exc:
+            done = failure(exc)
+    if isinstance(done, Plan):
         # The same sessions into the same space are the same jobs: a redelivered rebuild
         # submits nothing twice.
-        sessions = [SessionInput.model_validate(s) for s in receipt["sessions"]]
-        client = MemoryClient(app, coord.jobs, coord.sequence)
-        jobs = client.submit_many(p.tenant, [(p.space, s) for s in sessions])
-        return {"items": [j.model_dump(mode="json") for j in jobs]}
-    if p.op != "create_space":
+        client = Producer(app, coord.jobs, coord.sequence)
+        jobs = client.submit_many(p.tenant, [(p.space, s) for s in done.sessions])
+        return JobList(items=jobs).model_dump(mode="json")
+    if p.op not in ("create_space", "rebuild_from"):
         # Even after a refused erasure: the rerun of one whose worker died ends here.
         forget_space(self, p.tenant, p.space)
         try:
@@ -85,4 +86,4 @@ def admin(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
         url = settings.broker.url
         if url:
             rewrite_after_erasure([url, settings.broker.result_url or url])
-    return receipt
+    return done if isinstance(done, dict) else done.model_dump(mode="json")

@@ -24,7 +24,7 @@ from celery.exceptions import Retry
 from common.llm.budget import BudgetShort
 from common.models.jobs import TaskPayload
 from common.queues import Queue, TaskName
-from common.store.coordination import FairLanes
+from common.store.coordination.fair import FairLanes
 from workers import runtime
 from workers.celery_app import app
 from workers.tasks.policy import TRANSIENT

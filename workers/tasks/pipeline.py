@@ -57,25 +57,27 @@ def _accept(p: AcceptPayload) -> None:
     chunks = [c.model_copy(update={"enqueued_at": now}) for c in chunks]
     lanes = fair.lanes()
     if lanes is not None:
-        steps = [fair.Step(f"{c.job_id}:{c.chunk}/{c.chunks}", TaskName.EXTRACT, c) for c in chunks]
+        steps = [
+            fair.Step(f"{c.job_id}:{c.chunk}/{c.chunks}", TaskName.EXTRACT_CHUNK, c) for c in chunks
+        ]
         fair.offer(lanes, Queue.EXTRACT, p.tenant, steps)
         return
     group(
-        app.signature(TaskName.EXTRACT.value, kwargs={"payload": c.model_dump(mode="json")})
+        app.signature(TaskName.EXTRACT_CHUNK.value, kwargs={"payload": c.model_dump(mode="json")})
         for c in chunks
     ).apply_async()
 
 
-@task(TaskName.EXTRACT)
-def extract(self: Task, payload: dict[str, Any]) -> None:
+@task(TaskName.EXTRACT_CHUNK)
+def extract_chunk(self: Task, payload: dict[str, Any]) -> None:
     """Draft the facts of one chunk of turns (Fact Executor, metadata, embeddings) and park
     them; the chunk that completes the session asks for a drain. Writes no memory, so a
     redelivered chunk only parks the same drafts again; one whose job was erased meanwhile
     takes the session's drafts out again."""
-    _extract(ExtractPayload.model_validate(payload))
+    _extract_chunk(ExtractPayload.model_validate(payload))
 
 
-def _extract(p: ExtractPayload) -> None:
+def _extract_chunk(p: ExtractPayload) -> None:
     observe_wait(Queue.EXTRACT, p.enqueued_at)
     coord = runtime.coordination()
     job = coord.jobs.get_job(p.tenant, p.job_id)
@@ -125,7 +127,7 @@ def _request_drain(tenant: str, space: str) -> None:
 
 _STEPS: dict[TaskName, Callable[[dict[str, Any]], None]] = {
     TaskName.ACCEPT: lambda body: _accept(AcceptPayload.model_validate(body)),
-    TaskName.EXTRACT: lambda body: _extract(ExtractPayload.model_validate(body)),
+    TaskName.EXTRACT_CHUNK: lambda body: _extract_chunk(ExtractPayload.model_validate(body)),
     TaskName.DRAIN: lambda body: _drain(SpacePayload.model_validate(body)),
 }
 

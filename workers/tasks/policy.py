@@ -20,10 +20,11 @@ from common.llm.budget import BudgetShort
 from common.memory import stages
 from common.models.jobs import AcceptPayload, ExtractPayload, SpacePayload
 from common.queues import TaskName
-from common.store.coordination.liveness import HEARTBEAT
+from common.store.coordination.liveness import JOB_LIVENESS
 from workers import runtime
 from workers.celery_app import app
-from workers.leases import start_heartbeat
+from workers.leases import start_job_liveness
+from workers.replies import ReplyTask
 
 # Transient: the broker, Redis or a Qdrant server briefly unreachable. Everything else is
 # permanent and fails the job with its message at once.
@@ -57,11 +58,12 @@ def requeue(task: Task, short: BudgetShort) -> Retry:
 
 
 class JobTask(Task):  # type: ignore[misc]
-    """A task that marks the job in its payload alive while it runs (see workers.leases), and
-    goes back to its queue for a while when its model budget is short."""
+    """A task that must finish: it marks the job in its payload alive while it runs (see
+    workers.leases), and goes back to its queue for a while when its model budget is short.
+    The base of the pipeline's steps."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        start_heartbeat()
+        start_job_liveness()
         try:
             with budget.task_scope():
                 return self._run_for_job(*args, **kwargs)
@@ -77,22 +79,31 @@ class JobTask(Task):  # type: ignore[misc]
         tenant, job_id = payload.get("tenant"), payload.get("job_id")
         if not isinstance(tenant, str) or not isinstance(job_id, str):
             return super().__call__(*args, **kwargs)
-        with HEARTBEAT.working_on(tenant, job_id):
+        with JOB_LIVENESS.working_on(tenant, job_id):
             return super().__call__(*args, **kwargs)
 
 
-def task(name: TaskName, *, reply: bool = False, **overrides: Any) -> Callable[..., Task]:
+class AdminTask(ReplyTask, JobTask):
+    """An admin write: its reply is read by a waiting caller and goes with an erasure of its
+    space (a ReplyTask; the producer sets no deadline, since an erasure still runs after its
+    caller gave up), and like a job's step it must finish, so a short model budget sends it
+    back to its queue rather than failing it (a JobTask)."""
+
+
+def task(name: TaskName, *, base: type[Task] = JobTask, **overrides: Any) -> Callable[..., Task]:
     """Register a task under its stable name: bound, acked late and rejected when its worker is
     lost (so a killed worker's task is redelivered: every task is idempotent), transient errors
-    retried with backoff; a task working on a job keeps it marked alive for the sweep.
-    Pipeline steps ignore their results; `reply` tasks keep theirs."""
+    retried with backoff. `base` says what kind of task it is: a JobTask (the default, a
+    pipeline step) ignores its result; a ReplyTask (a query, a read, the ping) keeps it for
+    the caller waiting on it, and is no JobTask: a question short of model budget is never
+    sent back to its queue while its caller waits; an AdminTask is both."""
     options: dict[str, Any] = {
         "name": name.value,
-        "base": JobTask,
+        "base": base,
         "bind": True,
         "acks_late": True,
         "reject_on_worker_lost": True,
-        "ignore_result": not reply,
+        "ignore_result": not issubclass(base, ReplyTask),
         **RETRY,
     }
     options.update(overrides)

@@ -22,13 +22,13 @@ from workers.replies import ReplyTask
 from workers.tasks.policy import task
 
 
-@task(TaskName.SEARCH, reply=True, base=ReplyTask)
+@task(TaskName.SEARCH, base=ReplyTask)
 def search(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Ranked facts for a question; errors come back as {"error": message}."""
     return _answer(payload, lambda **kw: search_response(search_memory(**kw)))
 
 
-@task(TaskName.ASK, reply=True, base=ReplyTask)
+@task(TaskName.ASK, base=ReplyTask)
 def ask(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """An answer with its evidence; errors come back as {"error": message}."""
     return _answer(payload, lambda **kw: ask_response(ask_memory(**kw)))

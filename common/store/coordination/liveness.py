@@ -1,8 +1,8 @@
 """Which jobs this process is working on, marked as progressing every few seconds while it
 works on them, so that a long step is never taken for a lost one (see workers.leases).
 
-A stage wraps its work in `HEARTBEAT.working_on(tenant, job_id)`; a worker turns the marking on
-with `HEARTBEAT.configure`. Until then (the embedded mode, tests) it does nothing.
+A stage wraps its work in `JOB_LIVENESS.working_on(tenant, job_id)`; a worker turns the marking
+on with `JOB_LIVENESS.configure`. Until then (the embedded mode, tests) it does nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ log = logging.getLogger(__name__)
 Touch = Callable[[str, list[str]], None]
 
 
-class Heartbeat:
+class JobLiveness:
+    """The jobs this process works on, and the thread that marks them as progressing."""
+
     def __init__(self) -> None:
         self._active: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
@@ -48,7 +50,7 @@ class Heartbeat:
             ):
                 self._pid = os.getpid()  # a forked child starts its own thread
                 self._thread = threading.Thread(
-                    target=self._run, name="atommem-job-heartbeat", daemon=True
+                    target=self._run, name="atommem-job-liveness", daemon=True
                 )
                 self._thread.start()
         try:
@@ -59,7 +61,7 @@ class Heartbeat:
                 if self._active[key] <= 0:
                     del self._active[key]
 
-    def beat(self) -> None:
+    def mark(self) -> None:
         """Mark every job in progress here as progressing now."""
         with self._lock:
             touch = self._touch
@@ -75,9 +77,9 @@ class Heartbeat:
         while True:
             time.sleep(self._every_s)
             try:
-                self.beat()
-            except Exception as exc:  # Redis briefly away: the next beat tries again
-                log.warning("job heartbeat failed: %s", exc)
+                self.mark()
+            except Exception as exc:  # Redis briefly away: the next round tries again
+                log.warning("marking jobs in progress failed: %s", exc)
 
 
-HEARTBEAT = Heartbeat()
+JOB_LIVENESS = JobLiveness()

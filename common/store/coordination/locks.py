@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Protocol
 
 import redis
@@ -50,6 +53,39 @@ class SpaceLocks(Protocol):
 class LockLost(Exception):
     """The space's lock lapsed while its holder worked: it must not write, the lock's new
     holder (or a later drain) does the work."""
+
+
+@dataclass(frozen=True)
+class HeldLock:
+    """A space's lock while a block holds it under its token."""
+
+    locks: SpaceLocks
+    tenant: str
+    space: str
+    token: str
+
+    def check(self) -> None:
+        """Raise LockLost if the lock lapsed (the holder stalled, or the backend was away past
+        the TTL, and another may have taken the space): made before each write."""
+        if not self.locks.holds(self.tenant, self.space, self.token):
+            raise LockLost(f"the lock of space {self.space!r} lapsed before the write")
+
+
+@contextmanager
+def space_lock(
+    locks: SpaceLocks, tenant: str, space: str, ttl_ms: int
+) -> Iterator[HeldLock | None]:
+    """The space's lock for the block, under a fresh token, renewed while held and given
+    back when the block ends however it ends; None when another holds it (the caller tries
+    again shortly rather than block a worker slot waiting)."""
+    token = uuid.uuid4().hex
+    if not locks.acquire(tenant, space, token, ttl_ms):
+        yield None
+        return
+    try:
+        yield HeldLock(locks, tenant, space, token)
+    finally:
+        locks.release(tenant, space, token)
 
 
 Renew = Callable[[str, str, str, int], bool]

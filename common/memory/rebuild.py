@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pydantic import BaseModel
+
 from common.errors import Conflict, InvalidInput
 from common.models.session import SessionInput
 from common.store import records
@@ -49,6 +51,12 @@ def check_target(
 
 def _counted(counts: dict[str, int]) -> str:
     return ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
+
+
+class Plan(BaseModel):
+    """A rebuild's sessions, in session order, as the admin task hands them to the producer."""
+
+    sessions: list[SessionInput]
 
 
 def plan(store: Store, tenant: str, source: str, into: str) -> list[SessionInput]:

@@ -7,6 +7,7 @@ import threading
 import numpy as np
 import redis
 
+from common.context import MemoryContext
 from common.embeddings import Embedder
 from common.llm.base import LLMBackend
 from common.llm.budget import Gate, endpoint_id, limits_of
@@ -14,7 +15,6 @@ from common.llm.model_backend import ModelBackend
 from common.llm.openai_compat import OpenAITransport
 from common.llm.rules import RulesBackend
 from common.llm.transport import Transport
-from common.memory.context import MemoryContext
 from common.retrieval.graph import channels
 from common.settings import EmbeddingSettings, LLMEndpoint, Settings, get_settings
 from common.store.backends import open_store
@@ -44,14 +44,6 @@ class LazyEmbedder:
 
     def encode(self, texts: list[str]) -> np.ndarray:
         return get_embedder(self._cfg).encode(texts)
-
-
-def reset() -> None:
-    """Forget per-process clients (after a fork)."""
-    global _LOCAL_BUDGETS
-    with _LOCK:
-        _EMBEDDERS.clear()
-        _LOCAL_BUDGETS = None
 
 
 def model_budgets(settings: Settings) -> ModelBudgets:

@@ -51,7 +51,7 @@ class MemoryContext:
     versions: VersionCounter | None = None
     # Runs on an index just before it is saved: the recall graph's channels are built then
     # and saved with it, so the next process's first query does not build them (seconds on
-    # a 100k-fact space). Set by common.deps.build_context.
+    # a 100k-fact space). Set by workers.wiring.build_context.
     before_save: Callable[[SpaceIndex], None] | None = None
     # When each large space's index was last saved, and those changed since (embedded store).
     _saved_at: dict[tuple[str, str], float] = field(default_factory=dict, init=False, repr=False)

@@ -1,0 +1,313 @@
+"""One tenant's memory, as every front door serves it: the `Memory` protocol (the SDK's verbs)
+and `TenantMemory`, which meets it through the producer with the deployment's limits, the
+space check before a session is queued, the write quota with its refund, and the timeouts.
+The HTTP routes, the MCP tools and the command line are each a thin layer over a `Memory`."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal, Protocol, overload
+
+import redis
+from pydantic import BaseModel, ValidationError
+
+from common.errors import AtomMemError, InvalidInput, first_error
+from common.models.api import RawSession, SessionBody, SpaceCreate
+from common.models.jobs import Job
+from common.models.memory import Event, Fact, Profile
+from common.models.query import AskResponse, SearchResponse
+from common.models.responses import (
+    ErasureReceipt,
+    FactHistory,
+    Kind,
+    Page,
+    SessionSummary,
+    Space,
+    StoredSession,
+)
+from common.models.session import SessionInput
+from common.producer import Producer
+from common.settings import ApiSettings
+
+Progress = Callable[[int], None]
+PAGE = 500  # items per page when a whole listing is read
+
+
+class Memory(Protocol):
+    """One tenant's memory: met by `TenantMemory` (the producer) and by the SDK's `AtomMem`
+    (a server over HTTP)."""
+
+    def list_spaces(self) -> list[Space]: ...
+
+    def create_space(self, name: str) -> Space: ...
+
+    def get_space(self, space: str) -> Space: ...
+
+    def delete_space(self, space: str) -> ErasureReceipt: ...
+
+    def add(self, space: str, session: RawSession) -> Job: ...
+
+    def add_many(self, items: Sequence[tuple[str, RawSession]]) -> list[Job]: ...
+
+    def job(self, job_id: str) -> Job: ...
+
+    def wait(
+        self,
+        job_ids: Sequence[str],
+        timeout: float | None = ...,
+        on_progress: Progress | None = ...,
+    ) -> list[Job]: ...
+
+    def jobs(self, space: str | None = None, limit: int = 50) -> list[Job]: ...
+
+    def search(
+        self,
+        space: str,
+        question: str,
+        k: int | None = None,
+        mode: str | None = None,
+        explain: bool = False,
+    ) -> SearchResponse: ...
+
+    def ask(
+        self,
+        space: str,
+        question: str,
+        k: int | None = None,
+        mode: str | None = None,
+        explain: bool = False,
+    ) -> AskResponse: ...
+
+    def page(self, space: str, kind: Kind, limit: int = ..., offset: int = ...) -> Page[Any]: ...
+
+    @overload
+    def get_all(self, space: str, kind: Literal["facts"] = ...) -> list[Fact]: ...
+    @overload
+    def get_all(self, space: str, kind: Literal["events"]) -> list[Event]: ...
+    @overload
+    def get_all(self, space: str, kind: Literal["profiles"]) -> list[Profile]: ...
+
+    def history(self, space: str, fact_id: str) -> FactHistory: ...
+
+    def delete(
+        self, space: str, fact_id: str | None = None, session_id: str | None = None
+    ) -> ErasureReceipt: ...
+
+
+class WriteQuota(Protocol):
+    """A per-tenant count of writes in a minute's window (the API's key store)."""
+
+    def allow_write(self, tenant: str, per_minute: int) -> tuple[str, float | None]: ...
+
+    def refund_write(self, counter: str) -> None: ...
+
+
+class OverQuota(AtomMemError):
+    """Over the tenant's writes per minute (the API's 429); `retry_after` in whole seconds."""
+
+    def __init__(self, per_minute: int, wait_s: float) -> None:
+        super().__init__(f"over {per_minute} writes per minute for this tenant")
+        self.retry_after = max(1, math.ceil(wait_s))
+
+
+def erase_target(
+    fact_id: str | None, session_id: str | None
+) -> tuple[Literal["erase_fact", "erase_session"], str]:
+    if fact_id is not None and session_id is None:
+        return "erase_fact", fact_id
+    if session_id is not None and fact_id is None:
+        return "erase_session", session_id
+    raise InvalidInput("erase one thing: a fact_id or a session_id")
+
+
+class TenantMemory:
+    """A tenant's memory through the producer (embedded store or queues): the API's limits on
+    a session, its space checked before it is queued, reads on the query queue and writes as
+    admin tasks, each within its timeout. With `quota`, each write counts against the tenant's
+    writes per minute, and a refused write gives its place back."""
+
+    def __init__(
+        self,
+        producer: Producer,
+        tenant: str,
+        limits: ApiSettings,
+        quota: WriteQuota | None = None,
+    ) -> None:
+        self.producer = producer
+        self.tenant = tenant
+        self._limits = limits
+        self._quota = quota
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        if self._quota is None:
+            yield
+            return
+        per_minute = self._limits.writes_per_minute
+        counter, wait = self._quota.allow_write(self.tenant, per_minute)
+        if wait is not None:
+            raise OverQuota(per_minute, wait)
+        try:
+            yield
+        except (AtomMemError, ValidationError):  # refused: nothing was written
+            # A refund that fails (Redis blipped) costs the caller one write, never the
+            # answer to its request.
+            with contextlib.suppress(redis.RedisError):
+                self._quota.refund_write(counter)
+            raise
+
+    @property
+    def _read_s(self) -> float:
+        return self._limits.query_timeout_s
+
+    @property
+    def _admin_s(self) -> float:
+        return self._limits.admin_timeout_s
+
+    def list_spaces(self) -> list[Space]:
+        return self.producer.spaces(self.tenant, self._read_s).items
+
+    def create_space(self, name: str) -> Space:
+        """A new, empty space (`Conflict` when the name is taken)."""
+        SpaceCreate(name=name)  # the API's rule for names
+        with self._writing():
+            return self.producer.create_space(self.tenant, name, self._admin_s)
+
+    def get_space(self, space: str) -> Space:
+        return self.producer.space(self.tenant, space, self._read_s)
+
+    def delete_space(self, space: str) -> ErasureReceipt:
+        """Erase the space with everything in it; sessions in flight are cancelled."""
+        with self._writing():
+            return self.producer.erase(self.tenant, space, "erase_space", None, self._admin_s)
+
+    def add(self, space: str, session: RawSession) -> Job:
+        """Queue a finished session once it passes the API's checks and its space exists."""
+        (job,) = self.add_many([(space, session)])
+        return job
+
+    def add_many(self, items: Sequence[tuple[str, RawSession]]) -> list[Job]:
+        """Queue sessions of one or more spaces in one call (each space checked once): every
+        one gets its place in its space's sequence before any is sent."""
+        with self._writing():
+            sessions = [(space, self._checked(session)) for space, session in items]
+            for space in dict.fromkeys(space for space, _ in sessions):
+                self.get_space(space)  # not found when unknown
+            return self.producer.submit_many(self.tenant, sessions)
+
+    def _checked(self, session: RawSession) -> SessionInput:
+        """The session as ingest takes it. A `SessionInput` (read from a file) already is; any
+        other body passes the API's schema, its limits and ingest's own checks."""
+        if isinstance(session, SessionInput):
+            return session
+        if isinstance(session, SessionBody):
+            body = session
+        else:
+            raw = session.model_dump(mode="json") if isinstance(session, BaseModel) else session
+            body = SessionBody.model_validate(raw)
+        body.check_limits(self._limits.max_turns, self._limits.max_text_chars)
+        try:
+            return body.to_session()  # ingest's own checks: speakers, repeated turn ids
+        except ValidationError as exc:
+            raise InvalidInput(f"session: {first_error(exc.errors())}") from None
+
+    def job(self, job_id: str) -> Job:
+        return self.producer.job(self.tenant, job_id)
+
+    def wait(
+        self,
+        job_ids: Sequence[str],
+        timeout: float | None = None,
+        on_progress: Progress | None = None,
+    ) -> list[Job]:
+        """Block until every job is done or failed; report how many finished so far."""
+        return self.producer.wait(self.tenant, job_ids, timeout, on_progress)
+
+    def jobs(self, space: str | None = None, limit: int = 50) -> list[Job]:
+        """The tenant's newest jobs (of one space, when given), newest first."""
+        return self.producer.recent_jobs(self.tenant, space, limit)
+
+    def retry(self, job_id: str) -> Job:
+        """Send a failed (or stuck) job again."""
+        return self.producer.retry(self.tenant, job_id)
+
+    def search(
+        self,
+        space: str,
+        question: str,
+        k: int | None = None,
+        mode: str | None = None,
+        explain: bool = False,
+    ) -> SearchResponse:
+        """Ranked facts (with `explain`, the recall graph)."""
+        return self.producer.search(self.tenant, space, question, k, self._read_s, mode, explain)
+
+    def ask(
+        self,
+        space: str,
+        question: str,
+        k: int | None = None,
+        mode: str | None = None,
+        explain: bool = False,
+    ) -> AskResponse:
+        """An answer from memory with the facts it used."""
+        return self.producer.ask(self.tenant, space, question, self._read_s, k, mode, explain)
+
+    def page(self, space: str, kind: Kind, limit: int = PAGE, offset: int = 0) -> Page[Any]:
+        """A page of the space's facts (in session order), events or profiles."""
+        return self.producer.page(self.tenant, space, kind, limit, offset, self._read_s)
+
+    @overload
+    def get_all(self, space: str, kind: Literal["facts"] = ...) -> list[Fact]: ...
+    @overload
+    def get_all(self, space: str, kind: Literal["events"]) -> list[Event]: ...
+    @overload
+    def get_all(self, space: str, kind: Literal["profiles"]) -> list[Profile]: ...
+    def get_all(self, space: str, kind: Kind = "facts") -> list[Any]:
+        """Every fact (or event, or profile) of the space, page by page."""
+        items: list[Any] = []
+        while True:
+            page = self.page(space, kind, PAGE, len(items))
+            items += page.items
+            if not page.items or len(items) >= page.total:
+                return items
+
+    @overload
+    def get(self, space: str, item_id: str, kind: Literal["facts"] = ...) -> Fact: ...
+    @overload
+    def get(self, space: str, item_id: str, kind: Literal["events"]) -> Event: ...
+    @overload
+    def get(self, space: str, item_id: str, kind: Literal["profiles"]) -> Profile: ...
+    def get(self, space: str, item_id: str, kind: Kind = "facts") -> Fact | Event | Profile:
+        """One fact, event or profile by id, with its history and provenance."""
+        return self.producer.record(self.tenant, space, kind, item_id, self._read_s)
+
+    def history(self, space: str, fact_id: str) -> FactHistory:
+        return FactHistory.of(self.get(space, fact_id))
+
+    def session_page(self, space: str, limit: int = PAGE, offset: int = 0) -> Page[SessionSummary]:
+        """Stored sessions in session order, with their commit state and what each added."""
+        return self.producer.sessions(self.tenant, space, limit, offset, self._read_s)
+
+    def session(self, space: str, session_id: str) -> StoredSession:
+        """A stored session with its turns, as submitted."""
+        return self.producer.stored_session(self.tenant, space, session_id, self._read_s)
+
+    def delete(
+        self, space: str, fact_id: str | None = None, session_id: str | None = None
+    ) -> ErasureReceipt:
+        """Erase a fact, or a session's contribution; returns what was removed."""
+        op, item_id = erase_target(fact_id, session_id)
+        with self._writing():
+            return self.producer.erase(self.tenant, space, op, item_id, self._admin_s)
+
+    def rebuild(self, source: str, into: str) -> list[Job]:
+        """Re-run the stored sessions of `source` into `into` as ordinary jobs (an operator's
+        call: it re-extracts the whole space)."""
+        return self.producer.rebuild(self.tenant, source, into, self._admin_s)
+
+    def flush_profiles(self, space: str) -> None:
+        """Run the space's profile batch now, and wait for it."""
+        self.producer.flush_profiles(self.tenant, space, self._admin_s)
