@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, overload
 from urllib.parse import quote
@@ -32,14 +32,18 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 
-from common.errors import AtomMemError
+from common.errors import AtomMemError, Conflict, InvalidInput, NotFound
+from common.models.api import RawSession
 from common.models.jobs import FINISHED, Job
 from common.models.memory import Event, Fact, Profile
 from common.models.query import AskResponse, SearchResponse
 from common.models.responses import (
+    PAGES,
+    RECORDS,
     ErasureReceipt,
     FactHistory,
     JobList,
+    Kind,
     Page,
     SessionSummary,
     Space,
@@ -47,17 +51,6 @@ from common.models.responses import (
     StoredSession,
 )
 
-Kind = Literal["facts", "events", "profiles"]
-RECORDS: dict[Kind, type[Fact] | type[Event] | type[Profile]] = {
-    "facts": Fact,
-    "events": Event,
-    "profiles": Profile,
-}
-PAGES: dict[Kind, type[Page[Any]]] = {
-    "facts": Page[Fact],
-    "events": Page[Event],
-    "profiles": Page[Profile],
-}
 PAGE = 500
 
 
@@ -68,15 +61,15 @@ class ApiError(AtomMemError):
         self.detail = detail
 
 
-class NotFoundError(ApiError):
+class NotFoundError(ApiError, NotFound):
     pass
 
 
-class ConflictError(ApiError):
+class ConflictError(ApiError, Conflict):
     pass
 
 
-class InvalidError(ApiError):
+class InvalidError(ApiError, InvalidInput):
     pass
 
 
@@ -109,7 +102,7 @@ class Call:
     method: str
     path: str
     json: Any = None
-    params: dict[str, Any] = field(default_factory=dict)
+    params: Mapping[str, str | int] = field(default_factory=dict)
 
 
 def result(response: httpx.Response) -> Any:
@@ -142,14 +135,14 @@ def result(response: httpx.Response) -> Any:
     raise ApiError(status, text)
 
 
-def _session(session: dict[str, Any] | BaseModel) -> dict[str, Any]:
+def _session(session: RawSession) -> object:
     if isinstance(session, BaseModel):
         return session.model_dump(mode="json", exclude_none=True)
     return session
 
 
-def _query(question: str, k: int | None, mode: str | None, explain: bool) -> dict[str, Any]:
-    body: dict[str, Any] = {"question": question}
+def _query(question: str, k: int | None, mode: str | None, explain: bool) -> object:
+    body: dict[str, str | int | bool] = {"question": question}
     if k is not None:
         body["k"] = k
     if mode is not None:
@@ -184,7 +177,7 @@ class Calls:
         return Call("DELETE", path("spaces", space))
 
     @staticmethod
-    def add(space: str, session: dict[str, Any] | BaseModel) -> Call:
+    def add(space: str, session: RawSession) -> Call:
         return Call("POST", path("spaces", space, "sessions"), json=_session(session))
 
     @staticmethod
@@ -193,7 +186,7 @@ class Calls:
 
     @staticmethod
     def jobs(space: str | None, limit: int) -> Call:
-        params: dict[str, Any] = {"limit": limit} | ({"space": space} if space else {})
+        params: dict[str, str | int] = {"limit": limit} | ({"space": space} if space else {})
         return Call("GET", path("jobs"), params=params)
 
     @staticmethod
@@ -238,9 +231,15 @@ class Calls:
 class _Waiting:
     """The bookkeeping of `wait`, shared by both clients."""
 
-    def __init__(self, job_ids: str | Iterable[str], timeout: float) -> None:
+    def __init__(
+        self,
+        job_ids: str | Iterable[str],
+        timeout: float | None,
+        on_progress: Callable[[int], None] | None,
+    ) -> None:
         self.order = [job_ids] if isinstance(job_ids, str) else list(job_ids)
-        self.deadline = time.monotonic() + timeout
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.on_progress = on_progress
         self.finished: dict[str, Job] = {}
 
     def todo(self) -> list[str]:
@@ -252,9 +251,11 @@ class _Waiting:
 
     def result(self) -> list[Job] | None:
         """Every job once all finished; None while some run; TimeoutError past the deadline."""
+        if self.on_progress is not None:
+            self.on_progress(len(self.finished))
         if len(self.finished) == len(self.order):
             return [self.finished[j] for j in self.order]
-        if time.monotonic() > self.deadline:
+        if self.deadline is not None and time.monotonic() > self.deadline:
             raise TimeoutError(f"{len(self.todo())} jobs still running")
         return None
 
@@ -317,18 +318,27 @@ class AtomMem:
     def delete_space(self, space: str) -> ErasureReceipt:
         return ErasureReceipt.model_validate(self._do(Calls.delete_space(space)))
 
-    def add(self, space: str, session: dict[str, Any] | BaseModel) -> Job:
+    def add(self, space: str, session: RawSession) -> Job:
         """Queue a finished session; returns its job (poll it, or `wait`)."""
         return Job.model_validate(self._do(Calls.add(space, session)))
+
+    def add_many(self, items: Iterable[tuple[str, RawSession]]) -> list[Job]:
+        """Queue sessions in order, each `(space, session)`; their jobs in the same order."""
+        return [self.add(space, session) for space, session in items]
 
     def job(self, job_id: str) -> Job:
         return Job.model_validate(self._do(Calls.job(job_id)))
 
     def wait(
-        self, job_ids: str | Iterable[str], timeout: float = 600.0, poll: float = 0.5
+        self,
+        job_ids: str | Iterable[str],
+        timeout: float | None = 600.0,
+        on_progress: Callable[[int], None] | None = None,
+        poll: float = 0.5,
     ) -> list[Job]:
-        """Block until every job is done or failed; TimeoutError names how many are not."""
-        waiting = _Waiting(job_ids, timeout)
+        """Block until every job is done or failed (`timeout=None`: however long it takes);
+        `on_progress` hears how many finished so far. TimeoutError names how many are not."""
+        waiting = _Waiting(job_ids, timeout, on_progress)
         while True:
             for job_id in waiting.todo():
                 waiting.saw(self.job(job_id))
@@ -455,16 +465,23 @@ class AsyncAtomMem:
     async def delete_space(self, space: str) -> ErasureReceipt:
         return ErasureReceipt.model_validate(await self._do(Calls.delete_space(space)))
 
-    async def add(self, space: str, session: dict[str, Any] | BaseModel) -> Job:
+    async def add(self, space: str, session: RawSession) -> Job:
         return Job.model_validate(await self._do(Calls.add(space, session)))
+
+    async def add_many(self, items: Iterable[tuple[str, RawSession]]) -> list[Job]:
+        return [await self.add(space, session) for space, session in items]
 
     async def job(self, job_id: str) -> Job:
         return Job.model_validate(await self._do(Calls.job(job_id)))
 
     async def wait(
-        self, job_ids: str | Iterable[str], timeout: float = 600.0, poll: float = 0.5
+        self,
+        job_ids: str | Iterable[str],
+        timeout: float | None = 600.0,
+        on_progress: Callable[[int], None] | None = None,
+        poll: float = 0.5,
     ) -> list[Job]:
-        waiting = _Waiting(job_ids, timeout)
+        waiting = _Waiting(job_ids, timeout, on_progress)
         while True:
             for job_id in waiting.todo():
                 waiting.saw(await self.job(job_id))

@@ -1,26 +1,22 @@
-"""What every route needs, as typed dependencies: the caller's tenant, the producer client,
-the key store, the settings."""
+"""What every route needs, as typed dependencies: the caller (a tenant's key or the admin's),
+the tenant's memory service, the key store, the settings."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated
 
-import pydantic
 import redis
 from celery import Celery
 from fastapi import Depends, HTTPException, Request, status
-from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.auth import Caller, KeyStore
 from common.celery_config import celery_config
-from common.errors import AtomMemError
-from common.producer import MemoryClient
+from common.producer import Producer
+from common.service import TenantMemory
 from common.settings import Settings
-from common.store.coordination import Coordination
+from common.store.coordination.roles import Coordination
 
 
 @dataclass
@@ -30,7 +26,7 @@ class Services:
     settings: Settings
     redis: redis.Redis
     keys: KeyStore
-    client: MemoryClient
+    producer: Producer
 
     @classmethod
     def build(cls, settings: Settings) -> Services:
@@ -43,10 +39,14 @@ class Services:
         app = Celery("atommem-api")
         app.conf.update(celery_config(settings))
         coord = Coordination.redis(url, settings.pipeline.job_ttl_s)
-        client = MemoryClient(app, coord.jobs, coord.sequence)
+        producer = Producer(app, coord.jobs, coord.sequence)
         admin = settings.api.admin_key.get_secret_value() if settings.api.admin_key else None
         conn = redis.Redis.from_url(url, decode_responses=True)
-        return cls(settings=settings, redis=conn, keys=KeyStore(conn, admin), client=client)
+        return cls(settings=settings, redis=conn, keys=KeyStore(conn, admin), producer=producer)
+
+    def memory(self, tenant: str) -> TenantMemory:
+        """The tenant's memory, its writes counted against its writes per minute."""
+        return TenantMemory(self.producer, tenant, self.settings.api, quota=self.keys)
 
 
 def services(request: Request) -> Services:
@@ -92,34 +92,11 @@ def admin(who: Annotated[Caller, Depends(caller)]) -> Caller:
     return who
 
 
-def refused(exc: Exception) -> bool:
-    """Whether a request failed with a 4xx: the caller's mistake, and nothing was written."""
-    if isinstance(exc, HTTPException):
-        return exc.status_code < 500
-    return isinstance(exc, RequestValidationError | pydantic.ValidationError | AtomMemError)
-
-
-def write_allowed(svc: ServicesDep, name: Annotated[str, Depends(tenant)]) -> Iterator[str]:
-    """The tenant, once its write is within the per-minute limit. A write refused with a 4xx
-    gives its place back, so only writes that happen use up the quota."""
-    counter, wait = svc.keys.allow_write(name, svc.settings.api.writes_per_minute)
-    if wait is not None:
-        raise HTTPException(
-            status.HTTP_429_TOO_MANY_REQUESTS,
-            f"over {svc.settings.api.writes_per_minute} writes per minute for this tenant",
-            headers={"Retry-After": str(max(1, int(wait + 0.999)))},
-        )
-    try:
-        yield name
-    except Exception as exc:
-        if refused(exc):
-            # A refund that fails (Redis blipped) costs the caller one write, never the
-            # answer to its request.
-            with contextlib.suppress(redis.RedisError):
-                svc.keys.refund_write(counter)
-        raise
+def memory(svc: ServicesDep, name: Annotated[str, Depends(tenant)]) -> TenantMemory:
+    """The caller's tenant's memory: every memory route is one call on it."""
+    return svc.memory(name)
 
 
 Tenant = Annotated[str, Depends(tenant)]
-WritingTenant = Annotated[str, Depends(write_allowed)]
+TenantMemoryDep = Annotated[TenantMemory, Depends(memory)]
 Admin = Annotated[Caller, Depends(admin)]

@@ -3,7 +3,7 @@ maps to, the handlers that write it, and the declarations that put it in the Ope
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import celery.exceptions
@@ -16,9 +16,10 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
-from common.errors import AtomMemError, error_kind
+from common.errors import AtomMemError, error_kind, first_error
 from common.llm.transport import LLMError
 from common.models.responses import ErrorBody
+from common.service import OverQuota
 
 NO_WORKER = "no worker answered in time; check that workers run"  # the 504's detail
 STATUS = {"not_found": 404, "conflict": 409, "invalid": 422, "error": 400}
@@ -49,22 +50,15 @@ WHY = {
 COMMON = (400, 401, 403, 413, 422, 503)
 
 
-def declared(*codes: int) -> dict[int | str, dict[str, Any]]:
+def declared(*codes: int) -> dict[int | str, dict[str, object]]:
     """The OpenAPI `responses` entries of these error statuses, all with the one body."""
-    out: dict[int | str, dict[str, Any]] = {}
+    out: dict[int | str, dict[str, object]] = {}
     for code in codes:
-        entry: dict[str, Any] = {"model": ErrorBody, "description": WHY[code]}
+        entry: dict[str, object] = {"model": ErrorBody, "description": WHY[code]}
         if code in (429, 503, 504):
             entry["headers"] = _RETRY_AFTER
         out[code] = entry
     return out
-
-
-def first_error(errors: Sequence[Any]) -> str:
-    """A validation failure in words: where (`body.turns.0.text`) and what."""
-    first = errors[0]
-    where = ".".join(str(p) for p in first.get("loc", ()))
-    return f"{where}: {first['msg']}" if where else str(first["msg"])
 
 
 def allowed(request: Request) -> list[str]:
@@ -101,6 +95,9 @@ def install(app: FastAPI) -> None:
     async def on_memory(_: Request, exc: AtomMemError) -> JSONResponse:
         return reply(STATUS[error_kind(exc)], str(exc))
 
+    async def on_quota(_: Request, exc: OverQuota) -> JSONResponse:
+        return reply(429, str(exc), {"Retry-After": str(exc.retry_after)})
+
     async def on_llm(_: Request, exc: LLMError) -> JSONResponse:
         return reply(502, str(exc))
 
@@ -119,6 +116,7 @@ def install(app: FastAPI) -> None:
         RequestValidationError: on_invalid,
         pydantic.ValidationError: on_invalid,
         AtomMemError: on_memory,
+        OverQuota: on_quota,
         LLMError: on_llm,
         celery.exceptions.TimeoutError: on_timeout,
         TimeoutError: on_timeout,

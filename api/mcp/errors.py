@@ -10,27 +10,14 @@ import pydantic
 import redis.exceptions
 from mcp.server.mcpserver.exceptions import ToolError
 
-from api.client import (
-    ApiError,
-    ConflictError,
-    InvalidError,
-    NotFoundError,
-    RateLimited,
-    Unavailable,
-)
-from api.errors import NO_WORKER, first_error
-from api.mcp.memory import OverQuota
-from common.errors import AtomMemError, error_kind
+from api.client import ApiError, RateLimited, Unavailable
+from api.errors import NO_WORKER
+from common.errors import AtomMemError, error_kind, first_error
 from common.llm.transport import LLMError
+from common.service import OverQuota
 
-_KINDS = {"not_found": "not found", "conflict": "conflict", "invalid": "invalid"}
-_API_KINDS: tuple[tuple[type[ApiError], str], ...] = (
-    (NotFoundError, "not found"),
-    (ConflictError, "conflict"),
-    (InvalidError, "invalid"),
-    (RateLimited, "rate limited"),
-    (Unavailable, "unavailable"),
-)
+# Each kind of failure (`common.errors.KINDS`) as the caller reads it.
+_WORDS = {"not_found": "not found", "conflict": "conflict", "invalid": "invalid"}
 _UNREACHABLE = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
@@ -40,11 +27,10 @@ _UNREACHABLE = (
 
 
 def _remote(exc: ApiError) -> str:
-    kind = next((name for cls, name in _API_KINDS if isinstance(exc, cls)), "error")
-    text = f"{kind} (HTTP {exc.status}): {exc.detail}"
     if isinstance(exc, RateLimited | Unavailable):
-        text += f"; try again in {exc.retry_after:g}s"
-    return text
+        kind = "rate limited" if isinstance(exc, RateLimited) else "unavailable"
+        return f"{kind} (HTTP {exc.status}): {exc.detail}; try again in {exc.retry_after:g}s"
+    return f"{_WORDS.get(error_kind(exc), 'error')} (HTTP {exc.status}): {exc.detail}"
 
 
 def explain(exc: BaseException | None) -> str | None:
@@ -57,11 +43,11 @@ def explain(exc: BaseException | None) -> str | None:
     if isinstance(exc, ApiError):  # the server's answer, through the SDK
         return _remote(exc)
     if isinstance(exc, OverQuota):
-        return f"rate limited: {exc}"
+        return f"rate limited: {exc}; try again in {exc.retry_after}s"
     if isinstance(exc, LLMError):
         return f"the model backend failed: {exc}"
     if isinstance(exc, AtomMemError):
-        kind = _KINDS.get(error_kind(exc))
+        kind = _WORDS.get(error_kind(exc))
         return f"{kind}: {exc}" if kind else str(exc)
     if isinstance(exc, _UNREACHABLE):
         return f"unavailable: Redis does not answer ({type(exc).__name__}); try again"

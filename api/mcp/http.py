@@ -17,8 +17,8 @@ from starlette.types import Receive, Scope, Send
 
 from api.deps import caller, services, tenant
 from api.errors import RETRY_AFTER_S, reply
-from api.mcp.memory import Memory, ProducerMemory
 from api.mcp.server import MemoryServer
+from common.service import Memory
 
 # The ASGI scope key the gate sets to the caller's tenant; the tools read it from the HTTP
 # request their message came in, so each call acts for its own request's key.
@@ -31,8 +31,7 @@ def tenant_memory(ctx: Context) -> Memory:
     request = ctx.request_context.request
     if not isinstance(request, Request) or not isinstance(name := request.scope.get(TENANT), str):
         raise RuntimeError("an MCP request reached the tools without passing the key gate")
-    svc = services(request)
-    return ProducerMemory(svc.client, name, svc.settings.api, quota=svc.keys)
+    return services(request).memory(name)
 
 
 class McpEndpoint:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, date, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import anyio
 import anyio.to_thread
@@ -16,9 +16,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, field_validator
 
-from api.client import PAGE, Kind
 from api.mcp.errors import explain
-from api.mcp.memory import Memory
 from common.models import ids
 from common.models.api import (
     MAX_TEXT,
@@ -37,6 +35,8 @@ from common.models.memory import Event, Fact, Profile, ProfileVersion
 from common.models.query import AskResponse, SearchResponse
 from common.models.responses import ErasureReceipt, FactHistory, Page, Space, SpaceList
 from common.models.session import NOT_BLANK, not_blank
+from common.service import Memory
+from common.settings import RecallMode
 
 Resolve = Callable[[Context], Memory]
 WAIT_S = 300.0  # how long `wait=true` blocks before it hands back the running job
@@ -69,7 +69,7 @@ K = Annotated[
     ),
 ]
 Mode = Annotated[
-    Literal["full", "flat", "no-graph", "no-profile"] | None,
+    RecallMode | None,
     Field(description="the recall mode; leave unset for the configured one (`full`)"),
 ]
 Limit = Annotated[int, Field(ge=1, le=1000, description="how many items in this page")]
@@ -143,15 +143,6 @@ def _memory(ctx: Context) -> Memory:
     if not isinstance(server, MemoryServer):
         raise TypeError("AtomMem's tools run on a MemoryServer")
     return server.resolve(ctx)
-
-
-def _every(memory: Memory, space: str, kind: Kind) -> list[Any]:
-    items: list[Any] = []
-    while True:
-        page = memory.page(space, kind, PAGE, len(items))
-        items += page.items
-        if not page.items or len(items) >= page.total:
-            return items
 
 
 async def _submitted(memory: Memory, space: str, session: SessionBody, wait: bool) -> Job:
@@ -274,7 +265,7 @@ def get_profile(
     """A person's profiles (lasting traits: where they live, their work, their habits), each in
     the version valid on `as_of`, or the current one. A trait that changed keeps its earlier
     versions, so `as_of` answers 'where did she live in April?'."""
-    profiles = _every(_memory(ctx), space, "profiles")
+    profiles: list[Profile] = _memory(ctx).get_all(space, "profiles")
     wanted = person.strip().casefold()
     theirs = sorted(
         (p for p in profiles if p.person.casefold() == wanted), key=lambda p: (p.t_from, p.id)

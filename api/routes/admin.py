@@ -59,7 +59,4 @@ def rebuild_space(
     source keeps serving. An operator's call: it re-extracts the whole space. The same
     rebuild again is the same jobs (it resumes); a target holding other memory is a 409."""
     svc.keys.require_tenant(tenant)
-    done = svc.client.admin(
-        tenant, body.into, "rebuild_from", space, timeout=svc.settings.api.admin_timeout_s
-    )
-    return JobList.model_validate(done)
+    return JobList(items=svc.memory(tenant).rebuild(space, body.into))

@@ -8,7 +8,7 @@ takes API pods out of the Service.
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import Annotated
 
 import redis.asyncio as aioredis
 from fastapi import APIRouter, Query, Request
@@ -49,7 +49,7 @@ async def readyz(
     # The Services come from app.state here, not the ServicesDep dependency: a sync
     # dependency runs in the thread pool, which is what this route must not wait for.
     svc: Services = request.app.state.services
-    checks: dict[str, Any] = {}
+    checks: dict[str, bool | str] = {}
     try:
         await _redis_answers(svc.settings.broker.url or "")
         checks["redis"] = True
@@ -78,18 +78,15 @@ async def _redis_answers(url: str) -> None:
         await client.aclose()
 
 
-async def _worker_round_trip(svc: Services) -> dict[str, Any]:
+async def _worker_round_trip(svc: Services) -> dict[str, bool | str]:
     """A ping task through the query queue, in a thread outside the request pool."""
     try:
-        reply = await asyncio.to_thread(svc.client.ping, svc.settings.api.ping_timeout_s)
+        reply = await asyncio.to_thread(svc.producer.ping, svc.settings.api.ping_timeout_s)
     except Exception as exc:  # no worker within the timeout
         return {"worker": False, "store": False, "worker_error": _describe(exc)}
-    checks: dict[str, Any] = {
-        "worker": bool(reply.get("worker")),
-        "store": bool(reply.get("store")),
-    }
-    if reply.get("reason"):
-        checks["store_error"] = reply["reason"]
+    checks: dict[str, bool | str] = {"worker": reply.worker, "store": reply.store}
+    if reply.reason:
+        checks["store_error"] = reply.reason
     return checks
 
 

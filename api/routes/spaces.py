@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, status
 
-from api.deps import ServicesDep, Tenant, WritingTenant
+from api.deps import TenantMemoryDep
 from api.errors import COMMON, declared
 from common.models.api import SpaceCreate
 from common.models.responses import ErasureReceipt, Space, SpaceList
@@ -13,33 +13,25 @@ router = APIRouter(prefix="/v1/spaces", tags=["spaces"], responses=declared(*COM
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, responses=declared(409, 429, 504))
-def create_space(body: SpaceCreate, svc: ServicesDep, tenant: WritingTenant) -> Space:
+def create_space(body: SpaceCreate, memory: TenantMemoryDep) -> Space:
     """A new, empty space (409 if the name is taken)."""
-    created = svc.client.admin(
-        tenant, body.name, "create_space", timeout=svc.settings.api.admin_timeout_s
-    )
-    return Space.model_validate(created)
+    return memory.create_space(body.name)
 
 
 @router.get("", responses=declared(504))
-def list_spaces(svc: ServicesDep, tenant: Tenant) -> SpaceList:
+def list_spaces(memory: TenantMemoryDep) -> SpaceList:
     """The tenant's spaces with their counts."""
-    spaces = svc.client.read(tenant, "spaces", timeout=svc.settings.api.query_timeout_s)
-    return SpaceList.model_validate(spaces)
+    return SpaceList(items=memory.list_spaces())
 
 
 @router.get("/{space}", responses=declared(404, 504))
-def get_space(space: str, svc: ServicesDep, tenant: Tenant) -> Space:
-    found = svc.client.read(tenant, "space", space, timeout=svc.settings.api.query_timeout_s)
-    return Space.model_validate(found)
+def get_space(space: str, memory: TenantMemoryDep) -> Space:
+    return memory.get_space(space)
 
 
 @router.delete("/{space}", responses=declared(404, 409, 429, 504))
-def delete_space(space: str, svc: ServicesDep, tenant: WritingTenant) -> ErasureReceipt:
+def delete_space(space: str, memory: TenantMemoryDep) -> ErasureReceipt:
     """Erase the space from every store: facts, events, profiles, raw sessions, jobs and
     queue state; returns what was removed. Sessions still being ingested are cancelled; 409
     while a session's memory is being written."""
-    erased = svc.client.admin(
-        tenant, space, "erase_space", timeout=svc.settings.api.admin_timeout_s
-    )
-    return ErasureReceipt.model_validate(erased)
+    return memory.delete_space(space)
