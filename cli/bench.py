@@ -12,14 +12,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from bench import locomo, scale
 from bench.report import write_report
 from cli.context import context, producer, setup, store_reachable
+from common.context import MemoryContext
 from common.errors import InvalidInput
-from common.memory.context import MemoryContext
-from common.producer import MemoryClient
+from common.producer import Producer
 from common.settings import get_settings
 from workers import runtime
 
@@ -142,7 +141,8 @@ def cmd_bench_scale(args: argparse.Namespace) -> int:
     for size in sizes:
         row = scale.run_size(client, ctx, tenant, size, args.queries, args.seed, args.quiet)
         if embedded:
-            row["cold_open"] = _cold_open(tenant, row, scale.synthetic_questions(1, args.seed)[0])
+            question = scale.synthetic_questions(1, args.seed)[0]
+            row["cold_open"] = _cold_open(tenant, row["space"], question)
             phases = row["phase_seconds"]
             phases["close"] = row["cold_open"].pop("close_s")
             phases["cold_open_process"] = row["cold_open"]["process_s"]
@@ -180,14 +180,14 @@ def cmd_bench_scale(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cold_open(tenant: str, row: dict[str, Any], question: str) -> dict[str, Any]:
+def _cold_open(tenant: str, space: str, question: str) -> scale.Timings:
     """Close this process's store as a stopping worker does (the large spaces' indexes are
     saved), then time a fresh process opening the space and answering its first query."""
     _wait_idle()
     began = time.perf_counter()
     runtime.reset()
     closed = time.perf_counter() - began
-    cold = scale.cold_open(runtime.settings().store.qdrant_path, tenant, row["space"], question)
+    cold = scale.cold_open(runtime.settings().store.qdrant_path, tenant, space, question)
     cold["close_s"] = round(closed, 2)
     return cold
 
@@ -210,13 +210,13 @@ def _wait_idle(timeout: float = 120.0) -> None:
     raise InvalidInput("the embedded worker did not go idle after the ingest")
 
 
-def _reopened() -> tuple[MemoryClient, MemoryContext]:
+def _reopened() -> tuple[Producer, MemoryContext]:
     """A producer on the reopened coordination journal, and the context (the store reopens on
     its first call); the embedded worker keeps running and re-fetches both per task."""
     from workers.celery_app import app
 
     coord = runtime.coordination()
-    return MemoryClient(app, coord.jobs, coord.sequence), runtime.context()
+    return Producer(app, coord.jobs, coord.sequence), runtime.context()
 
 
 def cmd_bench_report(args: argparse.Namespace) -> int:

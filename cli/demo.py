@@ -7,13 +7,11 @@ import shutil
 from importlib import resources
 from pathlib import Path
 
-from cli.context import context, producer, setup
+from cli.context import embedded, local
 from cli.output import print_profile
 from common.errors import InvalidInput
 from common.inputs.formats import read_sessions
 from common.memory.changes import CommitStats
-from common.store import records
-from workers import runtime
 
 DEMO_QUESTIONS = [
     "Where does Priya live?",
@@ -34,18 +32,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     sample = resources.files("cli").joinpath("samples/sample_conversation.json")
     with resources.as_file(sample) as path:
         data = read_sessions(Path(path))
-    tenant = setup(args)
-    if runtime.settings().broker.url is not None:
+    mem = local(args)
+    if not embedded():
         raise InvalidInput("the demo runs on embedded defaults: unset ATOMMEM_BROKER__URL")
-    ctx = context()
     space = data.space or "demo"
-    records.create_space(ctx.store, tenant, space)
-    client = producer()
+    mem.create_space(space)
     print(f"== Ingesting {len(data.sessions)} sessions into space {space!r} (store: {data_dir})")
-    jobs = client.submit(tenant, space, data.sessions)
-    for session, job in zip(
-        data.sessions, client.wait(tenant, [j.job_id for j in jobs]), strict=True
-    ):
+    jobs = mem.add_many([(space, s) for s in data.sessions])
+    for session, job in zip(data.sessions, mem.wait([j.job_id for j in jobs]), strict=True):
         s = CommitStats.model_validate(job.counts)
         print(
             f"  {session.session_id} ({session.started_at:%Y-%m-%d}) job {job.state}: "
@@ -53,29 +47,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
             f"duplicates, {s.updates} updates, {s.events_created} events created, "
             f"{s.profile_changes} profile changes"
         )
-    index = ctx.index(tenant, space)
     print("\n== Facts")
-    for fact in sorted(
-        index.facts.items(), key=lambda f: (f.source.session_seq, f.source.positions)
-    ):
+    for fact in mem.get_all(space, "facts"):  # in session order
         print(f"  - {fact.text}  [{','.join(fact.all_turn_ids())}]")
     print("\n== Events")
-    for event in index.events.items():
+    for event in mem.get_all(space, "events"):
         print(f"  * {event.summary}  ({len(event.fact_ids)} facts)")
     print("\n== Profiles (with earlier versions)")
-    for profile in sorted(index.profiles.items(), key=lambda p: (p.person, p.t_from)):
+    for profile in sorted(mem.get_all(space, "profiles"), key=lambda p: (p.person, p.t_from)):
         print_profile(profile)
     print("\n== Questions")
     for question in DEMO_QUESTIONS:
-        result = client.ask(tenant, space, question)
-        print(f"Q: {question}\nA: {result['answer']}")
-        for hit in result["hits"][:3]:
-            print(f"     evidence {hit['score']:.3f}: {hit['text']} [{','.join(hit['turn_ids'])}]")
-        for profile in result["profiles"][:2]:
-            print(
-                f"     profile {profile['person']} (valid from {profile['valid_from']}): "
-                f"{profile['content']}"
-            )
+        result = mem.ask(space, question)
+        print(f"Q: {question}\nA: {result.answer}")
+        for hit in result.hits[:3]:
+            print(f"     evidence {hit.score:.3f}: {hit.text} [{','.join(hit.turn_ids)}]")
+        for used in result.profiles[:2]:
+            print(f"     profile {used.person} (valid from {used.valid_from}): {used.content}")
     print(
         "\nThe offline `rules` backend answered extractively; configure an LLM backend for "
         "generated answers."

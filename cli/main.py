@@ -2,8 +2,8 @@
 
 With no broker configured everything runs in this process (an embedded worker over an
 in-memory broker); with `ATOMMEM_BROKER__URL` set, sessions go to the Redis queues and the
-command waits for the workers. With `ATOMMEM_API__URL` set, the commands a server offers go
-through the SDK instead.
+command waits for the workers. With `ATOMMEM_API__URL` set, the same commands go to that
+server through the SDK (those that need this machine's store or queues say so).
 """
 
 from __future__ import annotations
@@ -12,10 +12,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from cli import remote
 from cli.bench import cmd_bench_locomo, cmd_bench_report, cmd_bench_scale
-from cli.demo import cmd_demo
-from cli.local import (
+from cli.commands import (
     cmd_ask,
     cmd_delete,
     cmd_events,
@@ -27,28 +25,13 @@ from cli.local import (
     cmd_resume,
     cmd_search,
     cmd_space,
-    cmd_space_pull,
-    cmd_space_push,
     cmd_stats,
 )
+from cli.demo import cmd_demo
 from cli.mcp import cmd_mcp
 from cli.rebuild import cmd_space_compare, cmd_space_rebuild
-from common.errors import AtomMemError, InvalidInput
-from common.settings import get_settings
-
-
-def _remote(args: argparse.Namespace) -> int:
-    """The command against the server named by ATOMMEM_API__URL, through the SDK."""
-    name = args.func.__name__.removeprefix("cmd_").replace("_", "-")
-    if name == "mcp":  # the MCP server takes the SDK client itself (cli/mcp.py)
-        return cmd_mcp(args)
-    if name not in remote.COMMANDS:
-        raise InvalidInput(
-            f"`atommem {name}` runs against the store or queues, not a server: "
-            "unset ATOMMEM_API__URL"
-        )
-    with remote.client(get_settings()) as mem:
-        return remote.COMMANDS[name](mem, args)
+from cli.transfer import cmd_space_pull, cmd_space_push
+from common.errors import AtomMemError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -227,8 +210,6 @@ def _bench_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if get_settings().api.url:
-            return _remote(args)
         return int(args.func(args))
     except AtomMemError as exc:
         print(f"error: {exc}", file=sys.stderr)

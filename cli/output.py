@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from collections.abc import Mapping
 
 from common.llm import usage
 from common.models.memory import Event, Fact, Profile
-from common.store.space_index import KindIndex
+from common.models.query import AskResponse, SearchResponse
 
 
 def print_fact(fact: Fact) -> None:
@@ -19,13 +19,13 @@ def print_fact(fact: Fact) -> None:
         print(f"    was: {rev.text} (replaced in {rev.replaced_by_session})")
 
 
-def print_event(event: Event, facts: KindIndex[Fact]) -> None:
+def print_event(event: Event, facts: Mapping[str, Fact]) -> None:
     """The event and the text of each member fact still stored."""
     span = f" [{event.time_span.start}..{event.time_span.end}]" if event.time_span else ""
     print(f"* {event.summary}{span}  ({len(event.fact_ids)} facts)")
     for fid in event.fact_ids:
         if fid in facts:
-            print(f"    - {facts.get(fid).text}")
+            print(f"    - {facts[fid].text}")
 
 
 def print_profile(profile: Profile) -> None:
@@ -34,34 +34,32 @@ def print_profile(profile: Profile) -> None:
         print(f"    {version.t_from} .. {version.t_to}: {version.content}")
 
 
-def print_hits(result: dict[str, Any], limit: int | None = None) -> None:
-    for rank, hit in enumerate(result["hits"][:limit], 1):
-        print(f"  {rank:2d}. {hit['score']:.3f}  {hit['text']}  [{','.join(hit['turn_ids'])}]")
-    for profile in result["profiles"][:limit]:
-        since = profile["valid_from"]
-        print(f"  profile {profile['person']} (valid from {since}): {profile['content']}")
-    pending = result.get("pending") or []
-    if pending:
+def print_hits(result: SearchResponse, limit: int | None = None) -> None:
+    for rank, hit in enumerate(result.hits[:limit], 1):
+        print(f"  {rank:2d}. {hit.score:.3f}  {hit.text}  [{','.join(hit.turn_ids)}]")
+    for profile in result.profiles[:limit]:
+        print(f"  profile {profile.person} (valid from {profile.valid_from}): {profile.content}")
+    if result.pending:
         print("  not yet in memory (sessions still being ingested):")
-    for turn in pending[:limit]:
-        where = f"{turn['session_id']}:{turn['turn_id']}"
-        print(f"   pending {turn['score']:.3f}  {turn['speaker']}: {turn['text']}  [{where}]")
-    if result.get("pending_cut"):
-        print(f"  ({result['pending_cut']} pending turns of a long backlog were not searched)")
+    for turn in result.pending[:limit]:
+        where = f"{turn.session_id}:{turn.turn_id}"
+        print(f"   pending {turn.score:.3f}  {turn.speaker}: {turn.text}  [{where}]")
+    if result.pending_cut:
+        print(f"  ({result.pending_cut} pending turns of a long backlog were not searched)")
 
 
-def show_search(args: argparse.Namespace, result: dict[str, Any]) -> int:
+def show_search(args: argparse.Namespace, result: SearchResponse) -> int:
     if args.json:
-        print(json.dumps(result["hits"]))
+        print(json.dumps([hit.model_dump(mode="json") for hit in result.hits]))
         return 0
     print(f"Q: {args.question}")
     print_hits(result)
     return 0
 
 
-def show_answer(args: argparse.Namespace, result: dict[str, Any]) -> int:
-    print(f"Q: {args.question}\nA: {result['answer']}")
-    line = usage_line(result.get("llm_usage", {}))
+def show_answer(args: argparse.Namespace, result: AskResponse) -> int:
+    print(f"Q: {args.question}\nA: {result.answer}")
+    line = usage_line(result.llm_usage)
     if line:
         print(f"  ({line})")
     print("  evidence:")

@@ -8,21 +8,24 @@ import dataclasses
 import sys
 import time
 from pathlib import Path
-from typing import Any
-
-from tqdm import tqdm
 
 from bench import locomo
 from bench.metrics import percentiles
-from cli.context import context, producer, setup, store_reachable
-from cli.local import _report, _resume_open
-from common import rebuild
+from cli.commands import report, wait
+from cli.context import context, local, producer, resume_open, setup, store_reachable, warm
 from common.errors import InvalidInput, NotFound
-from common.memory.compare import Comparison, SpaceSide, compare, side
+from common.memory import rebuild
+from common.memory.compare import (
+    Comparison,
+    RecallComparison,
+    SpaceRecall,
+    SpaceSide,
+    compare,
+    side,
+)
 from common.memory.version import memory_version
-from common.models.jobs import Job
 from common.models.memory import Fact, Profile
-from common.producer import MemoryClient
+from common.producer import Producer
 from common.store import records
 from workers import runtime
 
@@ -30,35 +33,19 @@ from workers import runtime
 def cmd_space_rebuild(args: argparse.Namespace) -> int:
     """Every stored session of SPACE, in session order, through the current configuration
     into --into, as ordinary jobs; running it again resumes it."""
-    tenant = setup(args)
     rebuild.check_spaces(args.space, args.into)
+    mem = local(args)
     version = memory_version(runtime.settings())
+    warm(mem)
     started = time.perf_counter()
-    if store_reachable() and runtime.settings().broker.url is None:
-        sessions = rebuild.plan(context().store, tenant, args.space, args.into)
-        context().embedder.encode([])  # the model loads before the clock: rates measure work
-        started = time.perf_counter()
-        client = producer()
-        _resume_open(client)
-        jobs = client.submit_many(tenant, [(args.into, s) for s in sessions])
-    else:  # the workers own the store: one admin task plans it under the target's lock
-        client = producer()
-        timeout = runtime.settings().api.admin_timeout_s
-        planned = client.admin(tenant, args.into, "rebuild_from", args.space, timeout=timeout)
-        jobs = [Job.model_validate(j) for j in planned["items"]]
+    resume_open(mem)
+    jobs = mem.rebuild(args.space, args.into)  # one admin task plans it under the target's lock
     print(
         f"rebuilding {args.space!r} into {args.into!r}: {len(jobs)} sessions, memory version "
         f"{version.label}",
         file=sys.stderr,
     )
-    bar = tqdm(total=len(jobs), desc="sessions", unit="session", disable=args.quiet)
-
-    def progress(done: int) -> None:
-        bar.update(done - bar.n)
-
-    finished = client.wait(tenant, [j.job_id for j in jobs], on_progress=progress)
-    bar.close()
-    return _report(tenant, finished, time.perf_counter() - started)
+    return report(mem, wait(mem, jobs, args.quiet), time.perf_counter() - started)
 
 
 def _side(tenant: str, space: str) -> tuple[SpaceSide, list[Fact], list[Profile]]:
@@ -73,8 +60,8 @@ def _side(tenant: str, space: str) -> tuple[SpaceSide, list[Fact], list[Profile]
 
 
 def _recall(
-    client: MemoryClient, tenant: str, spaces: list[str], questions: Path, k: int, quiet: bool
-) -> dict[str, Any]:
+    client: Producer, tenant: str, spaces: list[str], questions: Path, k: int, quiet: bool
+) -> RecallComparison:
     """Recall@k and query latency of each space on a LoCoMo-style question file, through the
     query worker in the configured recall mode (`bench locomo`'s scoring)."""
     conversations = locomo.load_conversations(questions, None)
@@ -83,17 +70,17 @@ def _recall(
         for conv in conversations[:1]:
             for _, qa in conv.questions[:5]:
                 client.search(tenant, space, qa["question"])
-    out: dict[str, Any] = {"questions": str(questions), "k": k, "mode": mode, "spaces": {}}
+    out = RecallComparison(questions=str(questions), k=k, mode=mode, spaces={})
     for space in spaces:
         convs = [dataclasses.replace(c, name=space) for c in conversations]
         rows, stages = locomo.run_memory_variant(client, tenant, convs, mode, k, False, quiet)
         summary = locomo.summarize(rows)
-        out["spaces"][space] = {
-            "recall": {name: s["recall"] for name, s in summary.items()},
-            "questions": summary["overall"]["questions"],
-            "p50_ms": percentiles(stages["through_query_worker"])["p50"],
-            "p50_in_task_ms": percentiles(stages.get("total", []))["p50"],
-        }
+        out.spaces[space] = SpaceRecall(
+            recall={name: s["recall"] for name, s in summary.items()},
+            questions=int(summary["overall"]["questions"] or 0),
+            p50_ms=percentiles(stages["through_query_worker"])["p50"],
+            p50_in_task_ms=percentiles(stages.get("total", []))["p50"],
+        )
     return out
 
 
@@ -165,15 +152,14 @@ def _print(c: Comparison, show: int) -> None:
             print(f"  {s.space}: {label}: {counted}{prompts}")
     if c.recall is not None:
         r = c.recall
-        rows = r["spaces"]
-        asked = rows[a.space]["questions"]
-        print(f"Recall@{r['k']} ({r['mode']} recall, {asked} questions from {r['questions']}):")
+        asked = r.spaces[a.space].questions
+        print(f"Recall@{r.k} ({r.mode} recall, {asked} questions from {r.questions}):")
         cats = ("single_hop", "multi_hop", "temporal", "open_domain", "overall")
         print(f"{'':<{width}} " + " ".join(f"{x:>11}" for x in cats) + f" {'p50 ms':>8}")
         for s in (a, b):
-            row = rows[s.space]
+            row = r.spaces[s.space]
             cells = " ".join(
-                f"{row['recall'][x]:>11.2f}" if row["recall"].get(x) is not None else f"{'-':>11}"
+                f"{row.recall[x]:>11.2f}" if row.recall.get(x) is not None else f"{'-':>11}"
                 for x in cats
             )
-            print(f"{s.space:<{width}} {cells} {row['p50_ms']:>8.1f}")
+            print(f"{s.space:<{width}} {cells} {row.p50_ms:>8.1f}")
