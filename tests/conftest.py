@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers import OPEN_STORES
+from tests.helpers.contexts import OPEN_STORES
 
 
 @pytest.fixture(autouse=True)

@@ -1,8 +1,9 @@
 """Screenshots of every view of the web inspector, for the docs:
 `python -m tests.browser.shoot [--out docs/ui]`.
 
-It starts the same stack as the browser tests (Redis on 127.0.0.1:6379, DB 9, flushed), ingests
-the same five sessions, and drives Debian's Chromium (/usr/bin/chromium) through each view."""
+It starts the same stack as the browser tests (on its own database of the Redis on 127.0.0.1:6379,
+flushed), ingests the same five sessions, and drives Debian's Chromium (/usr/bin/chromium)
+through each view."""
 
 from __future__ import annotations
 
@@ -14,14 +15,15 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from tests.browser.support import SPACE, launch, missing_browser, seed, sign_in
-from tests.e2e.conftest import running_stack
+from tests.helpers.browser import SPACE, launch, missing_browser, seed, sign_in
+from tests.helpers.redis import shared_url
+from tests.helpers.stack import running_stack
 from workers.launch import ROOT
 
 if TYPE_CHECKING:
     from playwright.sync_api import FloatRect, Page
 
-REDIS_URL = "redis://127.0.0.1:6379/7"
+REDIS_URL = shared_url("tests.browser.shoot")  # run as __main__: named, not __name__
 WIDTH = 1280
 
 

@@ -9,15 +9,16 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from tests.browser.support import SPACE, XSS, Seeded, api_without_workers, sign_in, tenant_key
-from tests.e2e.conftest import ADMIN_KEY, Stack
+from tests.helpers.browser import SPACE, XSS, Seeded, api_without_workers, sign_in, tenant_key
+from tests.helpers.redis import shared_url
+from tests.helpers.stack import ADMIN_KEY, Stack
 
 if TYPE_CHECKING:
     from playwright.sync_api import Locator, Page
 
 pytestmark = pytest.mark.integration
 
-NO_WORKER_REDIS = "redis://127.0.0.1:6379/8"
+NO_WORKER_REDIS = shared_url(f"{__name__}:no-workers")
 
 
 def expect(target: Locator | Page) -> Any:

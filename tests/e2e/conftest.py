@@ -1,120 +1,20 @@
-"""A running stack for end-to-end tests: a real Redis, a real `celery worker` process that
-owns the store, and the API under uvicorn on a loopback port; tests talk HTTP only."""
+"""The e2e tier's stack: one a module, on the module's own database of the shared Redis."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 
-import httpx
 import pytest
-import redis
 
-from workers.launch import ROOT, WorkerProcess
-
-REDIS_URL = "redis://127.0.0.1:6379/12"
-ADMIN_KEY = "e2e-admin-key-0123456789"
-WRITES_PER_MINUTE = 60
-
-
-@dataclass
-class Stack:
-    url: str
-    env: dict[str, str]
-    data: Path
-    redis: redis.Redis
-    worker: WorkerProcess
-
-    def admin(self) -> httpx.Client:
-        return httpx.Client(
-            base_url=self.url, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=120
-        )
-
-    def key(self, name: str) -> str:
-        """A new key of a new tenant."""
-        with self.admin() as admin:
-            assert admin.post("/v1/admin/tenants", json={"name": name}).status_code == 201
-            return str(admin.post(f"/v1/admin/tenants/{name}/keys").json()["api_key"])
-
-    def tenant(self, name: str) -> httpx.Client:
-        """A client holding a new key of a new tenant."""
-        return httpx.Client(
-            base_url=self.url, headers={"Authorization": f"Bearer {self.key(name)}"}, timeout=120
-        )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def running_stack(redis_url: str, data: Path) -> Iterator[Stack]:
-    """A worker and the API on `redis_url` (flushed before and after), stopped on exit."""
-    data.mkdir(parents=True, exist_ok=True)
-    client = redis.Redis.from_url(redis_url)
-    client.flushdb()
-    env = dict(os.environ)
-    env.update(
-        {
-            "ATOMMEM_BROKER__URL": redis_url,
-            "ATOMMEM_STORE__QDRANT_PATH": str(data / "qdrant"),
-            "ATOMMEM_API__ADMIN_KEY": ADMIN_KEY,
-            "ATOMMEM_API__WRITES_PER_MINUTE": str(WRITES_PER_MINUTE),
-            "ATOMMEM_API__MAX_BODY_BYTES": "200000",
-        }
-    )
-    worker = WorkerProcess(env, data / "worker.log", "ingest,extract,memory,profile,query")
-    port = _free_port()
-    api_log = (data / "api.log").open("wb")
-    api = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "--factory", "api.main:create_app",
-         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
-        cwd=ROOT, env=env, stdout=api_log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        worker.wait_ready()
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=10).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if api.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"api not ready:\n{(data / 'api.log').read_text()[-3000:]}")
-            time.sleep(0.3)
-        yield Stack(url=url, env=env, data=data, redis=client, worker=worker)
-    finally:
-        api.terminate()
-        api.wait(30)
-        api_log.close()
-        worker.stop()
-        with contextlib.suppress(redis.ConnectionError):  # a test stopped this Redis for good
-            client.flushdb()
-        client.close()
+from tests.helpers.redis import redis_or_skip, shared_url
+from tests.helpers.stack import Stack, running_stack
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.ConnectionError:
-        if os.environ.get("CI") == "true":
-            pytest.fail("Redis is not running on 127.0.0.1:6379 (required in CI)")
-        pytest.skip("Redis is not running on 127.0.0.1:6379")
-    finally:
-        client.close()
-    with running_stack(REDIS_URL, tmp_path_factory.mktemp("stack")) as running:
+def stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    url = shared_url(request.module.__name__)
+    redis_or_skip(url).close()
+    with running_stack(url, tmp_path_factory.mktemp("stack")) as running:
         yield running

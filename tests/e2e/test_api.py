@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import json
-import time
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -12,26 +11,10 @@ import pytest
 from common.settings import Settings, StoreSettings
 from common.store.backends import open_store
 from common.store.base import Kind
-from tests.e2e.conftest import WRITES_PER_MINUTE, Stack
-from workers.launch import ROOT
+from tests.helpers.samples import sample_sessions
+from tests.helpers.stack import WRITES_PER_MINUTE, Stack, wait_jobs
 
 pytestmark = pytest.mark.integration
-
-SAMPLE = json.loads((ROOT / "cli" / "samples" / "sample_conversation.json").read_text())
-
-
-def sessions() -> list[dict[str, Any]]:
-    return [{**s, "participants": SAMPLE["participants"]} for s in SAMPLE["sessions"]]
-
-
-def wait_jobs(client: httpx.Client, job_ids: list[str], timeout: float = 300) -> list[dict]:
-    deadline = time.monotonic() + timeout
-    while True:
-        jobs = [client.get(f"/v1/jobs/{j}").json() for j in job_ids]
-        if all(j["state"] in ("done", "failed") for j in jobs):
-            return jobs
-        assert time.monotonic() < deadline, jobs
-        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +22,7 @@ def acme(stack: Stack) -> httpx.Client:
     """Tenant `acme` with space `alice` holding the four sample sessions."""
     client = stack.tenant("acme")
     assert client.post("/v1/spaces", json={"name": "alice"}).status_code == 201
-    submitted = [client.post("/v1/spaces/alice/sessions", json=s) for s in sessions()]
+    submitted = [client.post("/v1/spaces/alice/sessions", json=s) for s in sample_sessions()]
     assert all(r.status_code == 202 for r in submitted), [r.text for r in submitted]
     jobs = wait_jobs(client, [r.json()["job_id"] for r in submitted])
     assert [j["state"] for j in jobs] == ["done"] * 4, jobs
@@ -52,7 +35,7 @@ def test_the_whole_flow(acme: httpx.Client) -> None:
     assert sorted(space["participants"]) == ["Priya", "Tom"]
     assert [s["name"] for s in acme.get("/v1/spaces").json()["items"]] == ["alice"]
 
-    again = acme.post("/v1/spaces/alice/sessions", json=sessions()[0])
+    again = acme.post("/v1/spaces/alice/sessions", json=sample_sessions()[0])
     assert again.status_code == 202
     (job,) = wait_jobs(acme, [again.json()["job_id"]])
     assert job["unchanged"] is True  # the same session is the same job, and changes nothing
@@ -90,10 +73,10 @@ def test_sessions_jobs_and_the_recall_graph_can_be_read_back(acme: httpx.Client)
     assert listed["total"] == 4
     assert [s["session_id"] for s in listed["items"]] == ["s1", "s2", "s3", "s4"]
     first = listed["items"][0]
-    assert first["status"] == "done" and first["turn_count"] == len(sessions()[0]["turns"])
+    assert first["status"] == "done" and first["turn_count"] == len(sample_sessions()[0]["turns"])
     assert first["stats"]["facts_in"] > 0
     one = acme.get("/v1/spaces/alice/sessions/s1").json()
-    assert [t["text"] for t in one["turns"]] == [t["text"] for t in sessions()[0]["turns"]]
+    assert [t["text"] for t in one["turns"]] == [t["text"] for t in sample_sessions()[0]["turns"]]
     assert acme.get("/v1/spaces/alice/sessions/nope").status_code == 404
 
     jobs = acme.get("/v1/jobs", params={"space": "alice"}).json()["items"]
@@ -134,7 +117,7 @@ def test_another_tenant_gets_404_on_every_route(stack: Stack, acme: httpx.Client
     fact = acme.get("/v1/spaces/alice/facts", params={"limit": 1}).json()["items"][0]
     event = acme.get("/v1/spaces/alice/events", params={"limit": 1}).json()["items"][0]
     profile = acme.get("/v1/spaces/alice/profiles", params={"limit": 1}).json()["items"][0]
-    job = acme.post("/v1/spaces/alice/sessions", json=sessions()[1]).json()["job_id"]
+    job = acme.post("/v1/spaces/alice/sessions", json=sample_sessions()[1]).json()["job_id"]
     ids = {
         "{space}": "alice",
         "{fact_id}": fact["id"],
@@ -144,7 +127,7 @@ def test_another_tenant_gets_404_on_every_route(stack: Stack, acme: httpx.Client
         "{session_id}": "s2",
     }
     bodies = {
-        "/v1/spaces/{space}/sessions": sessions()[1],
+        "/v1/spaces/{space}/sessions": sample_sessions()[1],
         "/v1/spaces/{space}/search": {"question": "Where does Priya live?"},
         "/v1/spaces/{space}/ask": {"question": "Where does Priya live?"},
     }
@@ -207,7 +190,7 @@ def test_keys_are_checked_and_admin_routes_need_the_admin_key(
 def test_bad_sessions_are_refused_and_nothing_is_stored(
     acme: httpx.Client, change: Any, status: int, needle: str
 ) -> None:
-    body = {**sessions()[0], "session_id": "bad"}
+    body = {**sample_sessions()[0], "session_id": "bad"}
     body["turns"] = [dict(t) for t in body["turns"]]
     change(body)
     response = acme.post("/v1/spaces/alice/sessions", json=body)
@@ -250,25 +233,33 @@ def test_writes_are_rate_limited_per_tenant(stack: Stack, acme: httpx.Client) ->
     assert acme.get("/v1/spaces/alice").status_code == 200  # reads and other tenants go on
 
 
+def _keys(stack: Stack) -> list[bytes]:
+    """Every key of the stack's database (its client does not decode: bytes)."""
+    return cast(list[bytes], stack.redis.keys("*"))
+
+
 def _value(stack: Stack, key: bytes) -> bytes:
-    kind = stack.redis.type(key)
+    """What `key` holds, its members joined by spaces."""
+    r = stack.redis
+    kind = r.type(key)
+    members: Iterable[bytes] = []
     if kind == b"string":
-        return stack.redis.get(key) or b""
-    if kind == b"hash":
-        return b" ".join(stack.redis.hgetall(key).values())
-    if kind == b"list":
-        return b" ".join(stack.redis.lrange(key, 0, -1))
-    if kind == b"zset":
-        return b" ".join(stack.redis.zrange(key, 0, -1))
-    if kind == b"set":
-        return b" ".join(stack.redis.smembers(key))
-    return b""
+        members = [cast(bytes, r.get(key) or b"")]
+    elif kind == b"hash":
+        members = cast(dict[bytes, bytes], r.hgetall(key)).values()
+    elif kind == b"list":
+        members = cast(list[bytes], r.lrange(key, 0, -1))
+    elif kind == b"zset":
+        members = cast(list[bytes], r.zrange(key, 0, -1))
+    elif kind == b"set":
+        members = cast(set[bytes], r.smembers(key))
+    return b" ".join(members)
 
 
 def test_a_space_is_rebuilt_into_a_new_one_as_jobs(stack: Stack) -> None:
     client = stack.tenant("rebuilder")
     assert client.post("/v1/spaces", json={"name": "old"}).status_code == 201
-    submitted = [client.post("/v1/spaces/old/sessions", json=s) for s in sessions()]
+    submitted = [client.post("/v1/spaces/old/sessions", json=s) for s in sample_sessions()]
     wait_jobs(client, [r.json()["job_id"] for r in submitted])
     route = "/v1/admin/tenants/rebuilder/spaces/{}/rebuild"
     # an operator's call: it re-extracts a whole space
@@ -294,7 +285,7 @@ def test_a_space_is_rebuilt_into_a_new_one_as_jobs(stack: Stack) -> None:
     again = admin.post(route.format("old"), json={"into": "new"})
     assert [j["job_id"] for j in again.json()["items"]] == [j["job_id"] for j in jobs]
     assert client.post("/v1/spaces", json={"name": "other"}).status_code == 201
-    other = {**sessions()[0], "session_id": "elsewhere"}
+    other = {**sample_sessions()[0], "session_id": "elsewhere"}
     wait_jobs(client, [client.post("/v1/spaces/other/sessions", json=other).json()["job_id"]])
     refused = admin.post(route.format("old"), json={"into": "other"})
     assert refused.status_code == 409 and "elsewhere" in refused.text
@@ -324,17 +315,17 @@ def test_erasure_leaves_nothing_behind(stack: Stack, acme: httpx.Client) -> None
     assert all(p["session_id"] != "s4" for f in left for p in [f["source"], *f["also_from"]])
     assert acme.get("/v1/spaces/alice").json()["counts"]["sessions"] == 3
 
-    all_jobs = {s["session_id"] for s in sessions()}
+    all_jobs = {s["session_id"] for s in sample_sessions()}
     report = acme.delete("/v1/spaces/alice").json()["erased"]
     assert sorted(report["sessions_deleted"]) == sorted(all_jobs - {"s4"})
     assert acme.get("/v1/spaces/alice").status_code == 404
     assert acme.get("/v1/spaces").json()["items"] == []
 
     # Redis: no key of the space or its jobs is left (the tenant record and key stay).
-    leftover = [k.decode() for k in stack.redis.keys("*") if b":acme:" in k]
+    leftover = [k.decode() for k in _keys(stack) if b":acme:" in k]
     assert [k for k in leftover if not k.startswith("atommem:rate:")] == []
     # ... and no value anywhere in Redis (job payloads, task replies, queues) holds its text.
-    assert not [k for k in stack.redis.keys("*") if b"beagle" in _value(stack, k)]
+    assert not [k for k in _keys(stack) if b"beagle" in _value(stack, k)]
     # Qdrant: stop the worker that owns the local store, then look in every collection.
     stack.worker.stop()
     settings = Settings(store=StoreSettings(qdrant_path=stack.data / "qdrant"))

@@ -1,5 +1,5 @@
 """The MCP server's streamable HTTP transport on the API (`/mcp`), end to end: the SDK's own
-client with a tenant's key, a real worker, a real Redis (DB 14)."""
+client with a tenant's key, a real worker, a real Redis."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ import httpx2
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.e2e.conftest import ADMIN_KEY, Stack, running_stack
-from tests.e2e.test_api import sessions
-from tests.helpers import redis_or_skip
-from tests.mcp_client import Tools, connected
+from tests.helpers.mcp_client import Tools, connected
+from tests.helpers.redis import redis_or_skip, shared_url
+from tests.helpers.samples import sample_sessions
+from tests.helpers.stack import ADMIN_KEY, Stack
 
 pytestmark = pytest.mark.integration
-REDIS_URL = "redis://127.0.0.1:6379/14"
+REDIS_URL = shared_url(__name__)
 INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -31,13 +31,6 @@ INITIALIZE = {
         "clientInfo": {"name": "test", "version": "0"},
     },
 }
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    redis_or_skip(REDIS_URL).close()
-    with running_stack(REDIS_URL, tmp_path_factory.mktemp("mcp-stack")) as running:
-        yield running
 
 
 @asynccontextmanager
@@ -55,7 +48,7 @@ def alice(stack: Stack) -> Iterator[tuple[Tools, list[Any]]]:
     """Tenant `mcpa`'s session, with space `notes` holding sample sessions s1 and s3."""
     with connected(_http(f"{stack.url}/mcp", stack.key("mcpa"))) as tools:
         tools.ok("create_space", name="notes")
-        first, _, third, _ = sessions()
+        first, _, third, _ = sample_sessions()
         jobs = [
             tools.ok("add_session", space="notes", session=s, wait=True) for s in [first, third]
         ]
@@ -115,7 +108,7 @@ def test_an_app_started_twice_serves_mcp_each_time() -> None:
 
     import api.main
     from api.auth import KeyStore
-    from common.settings import Settings
+    from common.settings import BrokerSettings, Settings
     from common.store import keys as store_keys
 
     conn = redis_or_skip(REDIS_URL, decode_responses=True)
@@ -124,7 +117,7 @@ def test_an_app_started_twice_serves_mcp_each_time() -> None:
         keys.create_tenant("restarted")
     key = str(keys.create_key("restarted")["api_key"])
     conn.close()
-    app = api.main.create_app(Settings(broker={"url": REDIS_URL}))  # type: ignore[arg-type]
+    app = api.main.create_app(Settings(broker=BrokerSettings(url=REDIS_URL)))
     headers = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream"}
     for _ in range(2):
         with TestClient(app) as http:

@@ -12,22 +12,10 @@ import httpx
 import pytest
 
 from api.client import AtomMem, NotFoundError
-from tests.e2e.conftest import WRITES_PER_MINUTE, Stack
-from tests.e2e.test_api import wait_jobs
+from tests.helpers.samples import session
+from tests.helpers.stack import WRITES_PER_MINUTE, Stack, wait_jobs
 
 pytestmark = pytest.mark.integration
-
-
-def session(
-    session_id: str, text: str = "Tom adopted a beagle named Biscuit.", **over: Any
-) -> dict:
-    return {
-        "session_id": session_id,
-        "started_at": "2024-03-04T19:10:00Z",
-        "participants": ["Tom", "Priya"],
-        "turns": [{"speaker": "Tom", "text": text}],
-        **over,
-    }
 
 
 @pytest.fixture(scope="module")

@@ -3,8 +3,6 @@ and the JSON error body, and the SDK's next call after Redis is back works."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from pathlib import Path
 
@@ -12,9 +10,9 @@ import httpx
 import pytest
 
 from api.client import ApiError, AtomMem, Unavailable
-from tests.e2e.conftest import running_stack
-from tests.e2e.test_odd_input import session
-from tests.redis_server import RedisServer
+from tests.helpers.redis_server import start_redis
+from tests.helpers.samples import session
+from tests.helpers.stack import running_stack
 
 pytestmark = pytest.mark.integration
 
@@ -31,11 +29,7 @@ ROUTES = [
 
 
 def test_redis_down_is_503_json_and_the_sdk_recovers(tmp_path: Path) -> None:
-    if shutil.which("redis-server") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("redis-server is not installed (required in CI)")
-        pytest.skip("redis-server is not installed")
-    server = RedisServer(tmp_path / "redis").start()
+    server = start_redis(tmp_path / "redis")
     try:
         with running_stack(server.url(0), tmp_path / "stack") as stack:
             key = stack.key("t")

@@ -12,8 +12,8 @@ import pytest
 from api.client import AsyncAtomMem, AtomMem, ConflictError, InvalidError, NotFoundError
 from common.models.memory import Fact, Profile
 from common.models.session import SessionInput
-from tests.e2e.conftest import ADMIN_KEY, Stack
-from tests.e2e.test_api import sessions
+from tests.helpers.samples import sample_sessions
+from tests.helpers.stack import ADMIN_KEY, Stack
 
 pytestmark = pytest.mark.integration
 SCHEMATHESIS = Path(__file__).with_name("schemathesis.toml")
@@ -30,7 +30,7 @@ def test_sync_client_verbs(stack: Stack) -> None:
         mem.create_space("notes")
         with pytest.raises(ConflictError):
             mem.create_space("notes")
-        first, second = sessions()[:2]
+        first, second = sample_sessions()[:2]
         jobs = [mem.add("notes", first), mem.add("notes", SessionInput.model_validate(second))]
         done = mem.wait([j.job_id for j in jobs], timeout=300, poll=0.2)
         assert [j.state for j in done] == ["done", "done"]
@@ -67,7 +67,7 @@ def test_async_client_verbs(stack: Stack) -> None:
     async def run() -> None:
         async with AsyncAtomMem(stack.url, _key(stack, "async")) as mem:
             await mem.create_space("notes")
-            job = await mem.add("notes", sessions()[0])
+            job = await mem.add("notes", sample_sessions()[0])
             (done,) = await mem.wait(job.job_id, timeout=300, poll=0.2)
             assert done.state == "done"
             searches = await asyncio.gather(

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cli_runner import SAMPLE, run
+from tests.helpers.cli import run
+from tests.helpers.samples import SAMPLE, TINY_LOCOMO
 
 pytestmark = pytest.mark.integration
 
@@ -95,33 +96,6 @@ def test_unknown_space_is_a_clear_error(tmp_path: Path) -> None:
     )
     _assert_clean_error(run(tmp_path, "search", "--space", "nope", "anything"), "does not exist")
     _assert_clean_error(run(tmp_path, "facts", "--space", "nope"), "does not exist")
-
-
-TINY_LOCOMO = {
-    "sample_id": "tiny",
-    "conversation": {
-        "speaker_a": "Ana",
-        "speaker_b": "Ben",
-        "session_1_date_time": "1:00 pm on 8 May, 2023",
-        "session_1": [
-            {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a grey cat named Miso."},
-            {"speaker": "Ben", "dia_id": "D1:2", "text": "I am training for the Boston marathon."},
-        ],
-        "session_2_date_time": "2:00 pm on 20 May, 2023",
-        "session_2": [
-            {"speaker": "Ana", "dia_id": "D2:1", "text": "Miso knocked my vase off the shelf."},
-            {"speaker": "Ben", "dia_id": "D2:2", "text": "I ran twenty miles on Sunday morning."},
-        ],
-    },
-    "qa": [
-        {"question": "What is the name of Ana's cat?", "answer": "Miso", "evidence": ["D1:1"],
-         "category": 4},
-        {"question": "What did Ana's cat break?", "answer": "a vase", "evidence": ["D1:1", "D2:1"],
-         "category": 1},
-        {"question": "What is Ben training for?", "answer": "marathon", "evidence": ["D1:2"],
-         "category": 3},
-    ],
-}  # fmt: skip
 
 
 def test_bench_locomo_and_report_on_an_unseen_conversation(tmp_path: Path) -> None:

@@ -6,20 +6,17 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ROOT
-from tests.integration.memory_dump import dump
+from tests.helpers.cli import argv
+from tests.helpers.memory_dump import dump
+from tests.helpers.workers import embedded_reference
+from workers.launch import ROOT
 
 pytestmark = pytest.mark.integration
-
-
-def cli(data: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "cli", "--quiet", "--data-dir", str(data), *args]
 
 
 def done_jobs(journal: Path) -> int:
@@ -36,19 +33,11 @@ def done_jobs(journal: Path) -> int:
 def test_interrupted_embedded_ingest_resumes_from_its_journal(tmp_path: Path, locomo: Path) -> None:
     conv = locomo / "atommem_facts" / "conv-30.json"
     reference = tmp_path / "reference"
-    out = subprocess.run(
-        cli(reference, "ingest", "--create-space", str(conv)),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
+    embedded_reference(reference, [conv])
 
     data = tmp_path / "interrupted"
     proc = subprocess.Popen(
-        cli(data, "ingest", "--create-space", str(conv)),
+        argv(data, "ingest", "--create-space", str(conv)),
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -63,7 +52,7 @@ def test_interrupted_embedded_ingest_resumes_from_its_journal(tmp_path: Path, lo
     assert 3 <= done_jobs(journal) < 19, "the kill must land in the middle of the ingest"
 
     resumed = subprocess.run(
-        cli(data, "resume"), cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+        argv(data, "resume"), cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
     )
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming" in resumed.stderr

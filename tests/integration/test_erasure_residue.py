@@ -18,31 +18,28 @@ from celery.exceptions import TimeoutError as CeleryTimeout
 from common.celery_config import celery_config
 from common.models.jobs import QueryPayload
 from common.models.session import SessionInput, Turn
-from common.producer import MemoryClient
+from common.producer import Producer
 from common.queues import TaskName
 from common.settings import BrokerSettings, Settings, StoreSettings
 from common.store import keys, records
 from common.store.backends import open_store
-from common.store.coordination import Coordination
+from common.store.coordination.roles import Coordination
 from common.store.persistence import rewrite_after_erasure
-from tests.helpers import redis_text
-from tests.integration.conftest import WorkerProcess, worker_env
-from tests.redis_server import RedisServer
+from tests.helpers.redis import redis_text
+from tests.helpers.redis_server import RedisServer, start_redis
+from tests.helpers.workers import ALL_QUEUES, worker_env
+from workers.launch import WorkerProcess
 from workers.replies import GRACE_S
 
 pytestmark = pytest.mark.integration
 
-ALL_QUEUES = "ingest,extract,memory,profile,query"
 SECRET = "Quillfeather"  # only the erased session says it
 GHOST = "Zorbulonian"  # only the session that failed before it was stored says it
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[RedisServer]:
-    try:
-        srv = RedisServer(tmp_path / "redis").start()
-    except RuntimeError as exc:
-        pytest.skip(str(exc))
+    srv = start_redis(tmp_path / "redis")
     client = srv.client()
     # Plain files, so a scan for the text is sound (no LZF, no RDB preamble in the AOF).
     client.config_set("rdbcompression", "no")
@@ -52,17 +49,16 @@ def server(tmp_path: Path) -> Iterator[RedisServer]:
     srv.stop()
 
 
-def _producer(url: str) -> tuple[Celery, MemoryClient]:
+def _producer(url: str) -> tuple[Celery, Producer]:
     app = Celery("producer")
     app.conf.update(celery_config(Settings(broker=BrokerSettings(url=url))))
     coord = Coordination.redis(url, 3600)
-    return app, MemoryClient(app, coord.jobs, coord.sequence)
+    return app, Producer(app, coord.jobs, coord.sequence)
 
 
 def _session(session_id: str, order: int, texts: list[str]) -> SessionInput:
     return SessionInput(
         session_id=session_id,
-        order=order,
         started_at=datetime(2024, 3, order + 1, tzinfo=UTC),
         participants=["Ann", "Bob"],
         turns=[Turn(speaker="Ann" if i % 2 == 0 else "Bob", text=t) for i, t in enumerate(texts)],
@@ -152,14 +148,14 @@ def test_an_erased_session_leaves_nothing_in_redis_its_files_or_the_log(
 
         question = "What is the name of the zebra Ann keeps?"
         with TaskEvents(app) as events:
-            assert SECRET in json.dumps(client.search("default", "s", question))
+            assert SECRET in client.search("default", "s", question).model_dump_json()
             assert _eventually(lambda: any(e["type"] == "task-succeeded" for e in events.seen))
         succeeded = [e for e in events.seen if e["type"] == "task-succeeded"]
         assert succeeded and SECRET not in json.dumps(succeeded, default=str)
         with pytest.raises(CeleryTimeout):
             client.search("default", "s", question, timeout=0.001)  # the caller gives up
         answer = client.search("default", "s", question)  # served after the abandoned one
-        assert SECRET in json.dumps(answer)
+        assert SECRET in answer.model_dump_json()
         # A reply whose caller gave up was never stored.
         replies = [stored.get(k) or "" for k in stored.scan_iter("celery-task-meta-*")]
         assert not [r for r in replies if SECRET in r]
@@ -177,13 +173,13 @@ def test_an_erased_session_leaves_nothing_in_redis_its_files_or_the_log(
         assert _eventually(lambda: SECRET in (stored.get(meta) or ""))
         assert 0 < stored.ttl(meta) <= 120 + GRACE_S
 
-        receipt = client.admin("default", "s", "erase_session", "a")
-        assert receipt["erased"]["sessions_deleted"] == ["a"]
-        client.admin("default", "ghost", "create_space")
-        receipt = client.admin("default", "ghost", "erase_session", "g")
-        assert receipt["erased"]["sessions_deleted"] == ["g"]
+        receipt = client.erase("default", "s", "erase_session", "a")
+        assert receipt.erased.sessions_deleted == ["a"]
+        client.create_space("default", "ghost")
+        receipt = client.erase("default", "ghost", "erase_session", "g")
+        assert receipt.erased.sessions_deleted == ["g"]
         after = client.search("default", "s", question)  # the space still answers
-        assert after["hits"] and SECRET not in json.dumps(after)
+        assert after.hits and SECRET not in after.model_dump_json()
         assert stored.get(meta) is None
     finally:
         worker.stop()

@@ -5,7 +5,6 @@ session is not held behind another's backlog, and a killed worker's steps come b
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,27 +16,29 @@ from common.celery_config import celery_config
 from common.inputs.formats import read_sessions
 from common.models.jobs import Job
 from common.models.session import SessionInput
-from common.producer import MemoryClient
+from common.producer import Producer
 from common.settings import BrokerSettings, Settings, StoreSettings
 from common.store import keys, records
 from common.store.backends import open_store
-from common.store.coordination import Coordination
 from common.store.coordination.fair import RedisFair
-from tests.integration.conftest import WorkerProcess, _unavailable, worker_env
-from tests.integration.memory_dump import dump
-from tests.integration.test_workers import create_spaces, embedded_reference, shuffled_backlog
-from tests.redis_server import RedisServer
+from common.store.coordination.roles import Coordination
+from tests.helpers.memory_dump import dump
+from tests.helpers.redis_server import RedisServer, start_redis
+from tests.helpers.workers import (
+    ALL_QUEUES,
+    create_spaces,
+    embedded_reference,
+    shuffled_backlog,
+    worker_env,
+)
+from workers.launch import WorkerProcess
 
 pytestmark = pytest.mark.integration
-
-ALL_QUEUES = "ingest,extract,memory,profile,query"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    if shutil.which("redis-server") is None:
-        _unavailable("redis-server is not installed")
-    srv = RedisServer(tmp_path_factory.mktemp("redis"), appendonly=False).start()
+    srv = start_redis(tmp_path_factory.mktemp("redis"), appendonly=False)
     yield srv
     srv.stop()
 
@@ -132,11 +133,11 @@ def test_a_vanished_step_already_offered_again_is_not_queued_twice(lanes: RedisF
     assert turn.claim is not None and turn.claim.entry == "2"
 
 
-def _producer(url: str) -> tuple[MemoryClient, Coordination]:
+def _producer(url: str) -> tuple[Producer, Coordination]:
     app = Celery("producer")
     app.conf.update(celery_config(Settings(broker=BrokerSettings(url=url))))
     coord = Coordination.redis(url, 3600)
-    return MemoryClient(app, coord.jobs, coord.sequence), coord
+    return Producer(app, coord.jobs, coord.sequence), coord
 
 
 def _done_before(jobs: list[Job], moment: float) -> int:

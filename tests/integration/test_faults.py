@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -25,25 +24,23 @@ from common.errors import SessionConflict
 from common.inputs.formats import read_sessions
 from common.models.jobs import Job
 from common.models.session import SessionInput, Turn
-from common.producer import MemoryClient
+from common.producer import Producer
 from common.settings import BrokerSettings, Settings, StoreSettings
 from common.store import keys, records
 from common.store.backends import open_store
-from common.store.coordination import Coordination
-from tests.integration.conftest import ROOT, WorkerProcess, _unavailable
-from tests.redis_server import RedisServer
+from common.store.coordination.roles import Coordination
+from tests.helpers.redis_server import RedisServer, start_redis
+from tests.helpers.samples import SAMPLE
+from tests.helpers.workers import ALL_QUEUES
+from tests.helpers.workers import producer as bare_producer
+from workers.launch import WorkerProcess
 
 pytestmark = pytest.mark.integration
-
-ALL_QUEUES = "ingest,extract,memory,profile,query"
-SAMPLE = ROOT / "cli" / "samples" / "sample_conversation.json"
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[RedisServer]:
-    if shutil.which("redis-server") is None:
-        _unavailable("redis-server is not installed")
-    srv = RedisServer(tmp_path / "redis").start()
+    srv = start_redis(tmp_path / "redis")
     yield srv
     srv.stop()
 
@@ -57,13 +54,9 @@ def shipped_env(url: str, data: Path) -> dict[str, str]:
     return env
 
 
-def producer(url: str) -> MemoryClient:
-    """A producer as the API builds it: a bare Celery app, no worker code."""
-    settings = Settings(broker=BrokerSettings(url=url))
-    app = Celery("producer")
-    app.conf.update(celery_config(settings))
-    coord = Coordination.redis(url, settings.pipeline.job_ttl_s)
-    return MemoryClient(app, coord.jobs, coord.sequence)
+def producer(url: str) -> Producer:
+    """A producer as the API builds it, keeping jobs as long as the shipped defaults do."""
+    return bare_producer(url, Settings().pipeline.job_ttl_s)
 
 
 def create_space(data: Path, space: str) -> None:
@@ -80,7 +73,7 @@ def backlog(path: Path, seed: int) -> list[tuple[str, SessionInput]]:
     return items
 
 
-def states(client: MemoryClient, ids: list[str]) -> list[str]:
+def states(client: Producer, ids: list[str]) -> list[str]:
     return [client.job("default", j).state for j in ids]
 
 
@@ -164,9 +157,9 @@ def test_redis_killed_mid_ingest_loses_no_job_and_the_producer_recovers(
         server.start()
         restarted = time.monotonic()
         open_at_kill = len(ids) - states(client, ids).count("done")
-        created = client.admin("default", "after-restart", "create_space", timeout=30)
+        created = client.create_space("default", "after-restart", timeout=30)
         answered = time.monotonic() - restarted
-        assert created["name"] == "after-restart"
+        assert created.name == "after-restart"
         finished = client.wait("default", ids, timeout=180)
         recovered = time.monotonic() - restarted
     finally:
@@ -227,8 +220,8 @@ def test_conflicting_resubmissions_are_refused_and_change_nothing(
         after = client.wait("default", ids, timeout=60)
         assert same.job_id == done[1].job_id and same.counts == done[1].counts
         assert [(j.state, j.counts) for j in after] == [(j.state, j.counts) for j in done]
-        facts = client.read("default", "facts", space="demo", limit=1000)["items"]
-        parrots = {f["text"] for f in facts if "parrot" in f["text"]}
+        facts = client.page("default", "demo", "facts", limit=1000).items
+        parrots = {f.text for f in facts if "parrot" in f.text}
         assert parrots == {f"Tom adopted a parrot called number {winners[0]}."}
     finally:
         worker.stop()
@@ -238,13 +231,13 @@ def test_conflicting_resubmissions_are_refused_and_change_nothing(
 
 def _sweep_setup(
     server: RedisServer,
-) -> tuple[Settings, Celery, Coordination, MemoryClient]:
+) -> tuple[Settings, Celery, Coordination, Producer]:
     """A producer on the private Redis, and the settings and app a sweeper runs with."""
     settings = Settings(broker=BrokerSettings(url=server.url()))
     app = Celery("sweeper")
     app.conf.update(celery_config(settings))
     coord = Coordination.redis(server.url(), 3600)
-    return settings, app, coord, MemoryClient(app, coord.jobs, coord.sequence)
+    return settings, app, coord, Producer(app, coord.jobs, coord.sequence)
 
 
 def test_the_sweep_resends_only_jobs_no_queue_or_live_holder_accounts_for(

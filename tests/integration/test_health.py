@@ -5,16 +5,14 @@ missing worker."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.integration.conftest import _unavailable
-from tests.redis_server import RedisServer
-from tests.unit.test_health import api, while_threads_are_busy
+from tests.helpers.probes import api, while_threads_are_busy
+from tests.helpers.redis_server import RedisServer, start_redis
 
 pytestmark = pytest.mark.integration
 
@@ -22,9 +20,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
     """A Redis of this test's own: nothing consumes its queues."""
-    if shutil.which("redis-server") is None:
-        _unavailable("redis-server is not installed")
-    server = RedisServer(tmp_path / "redis").start()
+    server = start_redis(tmp_path / "redis")
     yield server
     server.stop()
 

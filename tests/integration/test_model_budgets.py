@@ -5,50 +5,35 @@ done, and a zero budget fails nothing but leaves its jobs waiting."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 import redis
-from celery import Celery
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
 
 import api.main
 from api.auth import KeyStore
-from common.celery_config import celery_config
 from common.llm.budget import WAITING
 from common.models.jobs import Job
 from common.models.session import SessionInput, Turn
-from common.producer import MemoryClient
-from common.settings import BrokerSettings, Settings, StoreSettings
+from common.settings import ApiSettings, BrokerSettings, Settings, StoreSettings
 from common.store import records
 from common.store.backends import open_store
-from common.store.coordination import Coordination
 from common.store.coordination.budgets import model_counters
-from tests.fake_llm_server import FakeLLM, rate_limited, schema_answer, serve
-from tests.helpers import redis_or_skip
-from tests.integration.conftest import WorkerProcess, worker_env
+from tests.helpers.fake_llm_server import FakeLLM, rate_limited, schema_answer, serve
+from tests.helpers.workers import ALL_QUEUES, producer, worker_env
+from workers.launch import WorkerProcess
 
 pytestmark = pytest.mark.integration
 
-REDIS_URL = "redis://127.0.0.1:6379/9"
-ALL_QUEUES = "ingest,extract,memory,profile,query"
 SPACE = "budget"
 TEXTS = [
     "I adopted a grey cat named Miso last week.",
     "We hiked the coastal trail near Porto on Sunday.",
     "My sister starts her new job at the clinic tomorrow.",
 ]
-
-
-@pytest.fixture
-def redis_url() -> Iterator[str]:
-    client = redis_or_skip(REDIS_URL)
-    client.flushdb()
-    yield REDIS_URL
-    client.flushdb()
-    client.close()
 
 
 def sessions(count: int, turns: int) -> list[SessionInput]:
@@ -83,13 +68,6 @@ def model_env(redis_url: str, data: Path, server: FakeLLM, **llm: str) -> dict[s
     }
     env |= {f"ATOMMEM_LLM__{k.upper()}": v for k, v in llm.items()}
     return env
-
-
-def producer(redis_url: str) -> MemoryClient:
-    app = Celery("producer")
-    app.conf.update(celery_config(Settings(broker=BrokerSettings(url=redis_url))))
-    coord = Coordination.redis(redis_url, 3600)
-    return MemoryClient(app, coord.jobs, coord.sequence)
 
 
 JITTER_S = 0.5
@@ -179,7 +157,9 @@ def test_a_burst_of_429s_ends_with_every_job_done(tmp_path: Path, redis_url: str
     assert job_429s <= burst  # a task re-queued after its tries loses its chunk's counts
     assert sum(j.counts.get("llm.endpoint.general.calls", 0) for j in done) >= count * turns
 
-    settings = Settings(broker=BrokerSettings(url=redis_url), api={"admin_key": "admin-key"})
+    settings = Settings(
+        broker=BrokerSettings(url=redis_url), api=ApiSettings(admin_key=SecretStr("admin-key"))
+    )
     conn = redis.Redis.from_url(redis_url, decode_responses=True)
     keystore = KeyStore(conn, "admin-key")
     keystore.create_tenant("default")

@@ -18,28 +18,25 @@ import redis
 
 from common.memory.stages import ERASED
 from common.models.session import SessionInput, Turn
-from common.producer import MemoryClient
+from common.producer import Producer
 from common.settings import StoreSettings
 from common.store import records
 from common.store.backends import open_store
-from tests.helpers import redis_or_skip, redis_text
-from tests.integration.conftest import WorkerProcess, worker_env
-from tests.integration.test_workers import ALL_QUEUES, producer
+from tests.helpers.redis import flushed, redis_text, shared_url
+from tests.helpers.workers import ALL_QUEUES, producer, worker_env
+from workers.launch import WorkerProcess
 
 pytestmark = pytest.mark.integration
 
-REDIS_URL = "redis://127.0.0.1:6379/10"
+REDIS_URL = shared_url(__name__)
 QUESTION = "Where does Ann live now?"
 SECRET = "Vindelhavn"
 
 
 @pytest.fixture
 def redis_db() -> Iterator[redis.Redis]:
-    client = redis_or_skip(REDIS_URL, decode_responses=True)
-    client.flushdb()
-    yield client
-    client.flushdb()
-    client.close()
+    with flushed(REDIS_URL, decode_responses=True) as client:
+        yield client
 
 
 def _session(session_id: str, town: str) -> SessionInput:
@@ -70,8 +67,8 @@ def _eventually(check: Callable[[], bool], timeout: float = 120.0) -> bool:
     return False
 
 
-def _search(client: MemoryClient) -> dict[str, Any]:
-    return client.search("default", "alice", QUESTION, timeout=120)
+def _search(client: Producer) -> dict[str, Any]:
+    return client.search("default", "alice", QUESTION, timeout=120).model_dump(mode="json")
 
 
 def test_a_session_in_the_queues_is_found_as_pending_until_its_facts_take_over(
@@ -97,7 +94,7 @@ def test_a_session_in_the_queues_is_found_as_pending_until_its_facts_take_over(
     assert top["turn_id"] == "s1:1" and top["position"] == 1 and top["speaker"] == "Ann"
     assert "Denver" in top["text"] and top["score"] >= 0.4
     assert top["time"] == "2024-06-01T10:00:00"
-    assert "Denver" in asked["answer"] and asked["answer_fact_ids"][0] == "pending:s1:s1:1"
+    assert "Denver" in asked.answer and asked.answer_fact_ids[0] == "pending:s1:s1:1"
 
     # The ingest workers start (one process: the embedded store has one owner).
     worker = WorkerProcess(env, tmp_path / "worker.log", ALL_QUEUES)
@@ -133,8 +130,8 @@ def test_erasing_a_session_in_flight_takes_it_out_of_reads_and_out_of_memory(
         reader.wait_ready()
         (job,) = client.submit("default", "alice", [_session("s1", SECRET)])
         assert SECRET in _search(client)["pending"][0]["text"]
-        receipt = client.admin("default", "alice", "erase_session", "s1")
-        assert receipt["erased"]["sessions_deleted"] == ["s1"]
+        receipt = client.erase("default", "alice", "erase_session", "s1")
+        assert receipt.erased.sessions_deleted == ["s1"]
         assert _search(client)["pending"] == []  # at once
         failed = client.job("default", job.job_id)
         assert failed.state == "failed" and failed.reason == ERASED
@@ -150,8 +147,8 @@ def test_erasing_a_session_in_flight_takes_it_out_of_reads_and_out_of_memory(
         assert _eventually(lambda: _accept_ran(log)), log.read_text()[-3000:]
         assert _eventually(lambda: SECRET not in _values(redis_db)), _values(redis_db)[-3000:]
         assert client.job("default", job.job_id).state == "failed"
-        assert client.read("default", "sessions", "alice")["total"] == 0
-        assert client.read("default", "facts", "alice")["total"] == 0
+        assert client.sessions("default", "alice").total == 0
+        assert client.page("default", "alice", "facts").total == 0
         assert SECRET not in json.dumps(_search(client))
 
         # Submitted again later, the session is a new job and goes through.

@@ -18,7 +18,8 @@ from common.settings import StoreSettings, get_settings
 from common.store.base import Kind, Point, Store
 from common.store.edge import EdgeStore
 from common.store.qdrant import QdrantStore
-from tests.integration.cli_runner import SAMPLE, run
+from tests.helpers.cli import run
+from tests.helpers.samples import SAMPLE
 
 pytestmark = pytest.mark.integration
 

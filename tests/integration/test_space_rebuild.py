@@ -17,11 +17,10 @@ import pytest
 from common.settings import StoreSettings
 from common.store.backends import open_store
 from common.store.base import Kind
-from tests.integration.cli_runner import SAMPLE, run
-from tests.integration.conftest import ROOT
-from tests.integration.memory_dump import dump
-from tests.integration.test_cli import TINY_LOCOMO
-from tests.integration.test_embedded_resume import cli
+from tests.helpers.cli import argv, run
+from tests.helpers.memory_dump import dump
+from tests.helpers.samples import SAMPLE, TINY_LOCOMO
+from workers.launch import ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +68,7 @@ def test_a_killed_rebuild_resumes_and_ends_as_an_uninterrupted_one(tmp_path: Pat
     # first job is done and before the last.
     env = {**os.environ, "ATOMMEM_BROKER__WORKER_CONCURRENCY": "1"}
     proc = subprocess.Popen(
-        cli(data, "space", "rebuild", "src", "--into", "copy"),
+        argv(data, "space", "rebuild", "src", "--into", "copy"),
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

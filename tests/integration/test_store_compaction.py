@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cli_runner import SAMPLE, run
+from tests.helpers.cli import run
+from tests.helpers.samples import SAMPLE
 
 pytestmark = pytest.mark.integration
 

@@ -13,16 +13,16 @@ from celery import Celery
 
 from common.celery_config import celery_config
 from common.models.session import SessionInput, Turn
-from common.producer import MemoryClient
+from common.producer import Producer
 from common.settings import BrokerSettings, Settings
-from common.store.coordination import Coordination
-from tests.redis_server import RedisServer
+from common.store.coordination.roles import Coordination
+from tests.helpers.redis_server import start_redis
 
 SECRET = "Ann's passport number is 9981-XK"
 
 
 def test_a_submitted_session_shows_ids_only_in_its_message_headers(tmp_path: Path) -> None:
-    server = RedisServer(tmp_path / "redis", appendonly=False).start()
+    server = start_redis(tmp_path / "redis", appendonly=False)
     try:
         settings = Settings(broker=BrokerSettings(url=server.url()))
         app = Celery("headers-test")
@@ -34,7 +34,7 @@ def test_a_submitted_session_shows_ids_only_in_its_message_headers(tmp_path: Pat
             participants=["Ann"],
             turns=[Turn(speaker="Ann", text=SECRET)],
         )
-        client = MemoryClient(app, coord.jobs, coord.sequence)
+        client = Producer(app, coord.jobs, coord.sequence)
         client.submit("acme", "home", [session])
         with pytest.raises(celery.exceptions.TimeoutError):
             client.search("acme", "home", f"what is {SECRET}?", timeout=0.2)

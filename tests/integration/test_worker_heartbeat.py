@@ -1,10 +1,9 @@
-"""A real `celery worker` keeps the heartbeat file its container probes read fresh
-(workers/heartbeat.py), and the probe command passes on it."""
+"""A real `celery worker` keeps the probe file its container probes read fresh on Celery's
+own worker heartbeat (workers/probe.py), and the probe command passes on it."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,17 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import ROOT, _unavailable, worker_env
-from tests.redis_server import RedisServer
+from tests.helpers.redis_server import RedisServer, start_redis
+from tests.helpers.workers import worker_env
+from workers.launch import ROOT
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    if shutil.which("redis-server") is None:
-        _unavailable("redis-server is not installed")
-    server = RedisServer(tmp_path / "redis").start()
+    server = start_redis(tmp_path / "redis")
     yield server
     server.stop()
 
@@ -39,26 +37,26 @@ def wait_for(
         time.sleep(0.2)
 
 
-def test_a_running_worker_keeps_its_heartbeat_fresh(
+def test_a_running_worker_keeps_its_probe_file_fresh(
     private_redis: RedisServer, tmp_path: Path
 ) -> None:
-    beats = tmp_path / "tmp"
-    beats.mkdir()
-    env = worker_env(private_redis.url(), tmp_path) | {"TMPDIR": str(beats)}
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = worker_env(private_redis.url(), tmp_path) | {"TMPDIR": str(tmp)}
     log = tmp_path / "worker.log"
     argv = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "worker", "-P", "threads",
-            "-c", "1", "-Q", "query", "-n", "heartbeat@%h", "-l", "info", "--without-mingle",
+            "-c", "1", "-Q", "query", "-n", "probe@%h", "-l", "info", "--without-mingle",
             "--without-gossip"]  # fmt: skip
     with log.open("ab") as out:
         proc = subprocess.Popen(
             argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
-    path = beats / "atommem-worker.heartbeat"
+    path = tmp / "atommem-worker.alive"
     try:
-        wait_for("no heartbeat file", path.exists, proc, log)
+        wait_for("no probe file", path.exists, proc, log)
         first = path.stat().st_mtime_ns
-        wait_for("the heartbeat stopped", lambda: path.stat().st_mtime_ns > first, proc, log)
-        probe = [sys.executable, "-m", "workers.heartbeat", "--max-age", "30"]
+        wait_for("the probe file went stale", lambda: path.stat().st_mtime_ns > first, proc, log)
+        probe = [sys.executable, "-m", "workers.probe", "--max-age", "30"]
         assert subprocess.run(probe, cwd=ROOT, env=env, timeout=60).returncode == 0
     finally:
         os.killpg(proc.pid, signal.SIGTERM)

@@ -2,79 +2,25 @@
 
 from __future__ import annotations
 
-import random
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from celery import Celery
 
-from common.celery_config import celery_config
 from common.inputs.formats import read_sessions
-from common.models.session import SessionInput
-from common.producer import MemoryClient
-from common.settings import BrokerSettings, Settings, StoreSettings
-from common.store import records
-from common.store.backends import open_store
-from common.store.coordination import Coordination
-from tests.integration.conftest import ROOT, WorkerProcess, worker_env
-from tests.integration.memory_dump import dump
+from tests.helpers.memory_dump import dump
+from tests.helpers.samples import SAMPLE
+from tests.helpers.workers import (
+    ALL_QUEUES,
+    create_spaces,
+    embedded_reference,
+    producer,
+    shuffled_backlog,
+    worker_env,
+)
+from workers.launch import WorkerProcess
 
 pytestmark = pytest.mark.integration
-
-ALL_QUEUES = "ingest,extract,memory,profile,query"
-
-
-def embedded_reference(data: Path, files: list[Path]) -> None:
-    """Sequential ingest on embedded defaults, through the CLI as a user runs it."""
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cli",
-            "--quiet",
-            "--data-dir",
-            str(data),
-            "ingest",
-            "--create-space",
-            *map(str, files),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
-
-
-def create_spaces(data: Path, spaces: list[str]) -> None:
-    store = open_store(StoreSettings(qdrant_path=data / "qdrant"), 384)
-    for space in spaces:
-        records.create_space(store, "default", space)
-    store.close()
-
-
-def producer(redis_url: str) -> MemoryClient:
-    """A producer that knows task names only: a bare Celery app, no worker code."""
-    settings = Settings(broker=BrokerSettings(url=redis_url))
-    app = Celery("producer")
-    app.conf.update(celery_config(settings))
-    coord = Coordination.redis(redis_url, 3600)
-    return MemoryClient(app, coord.jobs, coord.sequence)
-
-
-def shuffled_backlog(files: list[Path], seed: int) -> list[tuple[str, SessionInput]]:
-    items: list[tuple[str, SessionInput]] = []
-    for f in files:
-        data = read_sessions(f)
-        space = data.space
-        assert space, f"{f} names no space"
-        items.extend((space, s) for s in data.sessions)
-    random.Random(seed).shuffle(items)
-    return items
 
 
 def test_shuffled_backlog_through_queues_equals_sequential_ingest(
@@ -141,13 +87,12 @@ def test_worker_killed_mid_ingest_loses_and_duplicates_nothing(
 
 
 def test_failed_jobs_say_why_and_retry_without_duplicates(tmp_path: Path, redis_url: str) -> None:
-    sample = ROOT / "cli" / "samples" / "sample_conversation.json"
-    embedded_reference(tmp_path / "embedded", [sample])
+    embedded_reference(tmp_path / "embedded", [SAMPLE])
 
     queued = tmp_path / "queued"
     env = worker_env(redis_url, queued)
     client = producer(redis_url)
-    sessions = read_sessions(sample).sessions
+    sessions = read_sessions(SAMPLE).sessions
     worker = WorkerProcess(env, tmp_path / "worker1.log", ALL_QUEUES)
     try:
         worker.wait_ready()

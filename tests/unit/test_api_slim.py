@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers.redis import unreachable_url
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # What only workers need: the embedding model and its torch, the store client, the numeric
@@ -25,7 +27,7 @@ sys.meta_path.insert(0, Absent())
 import api.main
 from common.settings import Settings
 
-app = api.main.create_app(Settings(broker={{"url": "redis://127.0.0.1:6379/0"}}))
+app = api.main.create_app(Settings(broker={{"url": {unreachable_url()!r}}}))
 assert app.openapi()["paths"], "no routes"
 loaded = [m for m in sys.modules if m.split(".")[0] == "workers" or m.startswith("common.memory")]
 assert not loaded, loaded

@@ -21,7 +21,7 @@ from bench.metrics import bleu1, f1, percentiles, recall_at_k
 from common.errors import InvalidInput
 from common.settings import SimilaritySettings
 from common.store.space_index import SpaceIndex
-from tests.helpers import stored_fact
+from tests.helpers.records import stored_fact
 
 CONVERSATION = {
     "sample_id": "tiny",

@@ -7,12 +7,19 @@ from pathlib import Path
 
 import pytest
 
+from common.context import MemoryContext
+from common.memory import changes
 from common.memory import commit as commit_module
 from common.memory.commit import commit_facts, resume
+from common.models.drafts import DraftFact
+from common.models.memory import Fact
 from common.models.plan import Plan
+from common.models.session import SessionRecord
 from common.store import records
 from common.store.base import Kind, Point, Store
-from tests.helpers import draft, make_ctx, session_record, unit
+from tests.helpers.contexts import make_ctx
+from tests.helpers.doubles import unit
+from tests.helpers.records import draft, session_record
 
 TEXTS = [
     ("Ann paints landscapes.", (1, 0, 0, 0)),
@@ -21,7 +28,7 @@ TEXTS = [
 ]
 
 
-def _drafts(rec):  # type: ignore[no-untyped-def]
+def _drafts(rec: SessionRecord) -> list[DraftFact]:
     return [
         draft(rec, t, unit(*v), [t.split()[1].lower()], ["Ann"], index=i)
         for i, (t, v) in enumerate(TEXTS)
@@ -44,7 +51,7 @@ def test_crash_after_the_plan_is_recorded_loses_nothing(
 
     ctx = make_ctx(tmp_path / "crash")
     ctx.backend.links["Ann bought paint brushes."] = ["Ann paints landscapes."]  # type: ignore[attr-defined]
-    real_apply = commit_module.apply_plan
+    real_apply = changes.apply_plan  # what commit calls, by its own name
 
     def apply_half_then_die(store: Store, plan: Plan, *_done: tuple[Kind, Point]) -> None:
         # A backend that writes kind by kind can stop after any of them: the first fact
@@ -66,7 +73,7 @@ def test_crash_after_the_plan_is_recorded_loses_nothing(
     assert done.status == "committed" and done.plan is None
     assert _counts(ctx.store) == expected
 
-    def by_id(c):  # type: ignore[no-untyped-def]
+    def by_id(c: MemoryContext) -> list[Fact]:
         return sorted(c.index("t", "s").facts.items(), key=lambda f: f.id)
 
     assert by_id(ctx) == by_id(clean)

@@ -3,7 +3,6 @@ the SQLite journal of the embedded mode and Redis (skipped when Redis is not run
 
 from __future__ import annotations
 
-import socket
 import sqlite3
 import threading
 import time
@@ -15,13 +14,12 @@ import pytest
 import redis
 
 from common.models.jobs import Job
-from common.store import keys
-from common.store.coordination import Coordination
 from common.store.coordination.jobs import RedisJobs
-from common.store.coordination.locks import SqliteLocks
-from tests.helpers import redis_or_skip
+from common.store.coordination.locks import LockLost, SqliteLocks, space_lock
+from common.store.coordination.roles import Coordination
+from tests.helpers.redis import forget_tenant, redis_or_skip, shared_url, unreachable_url
 
-REDIS_URL = "redis://127.0.0.1:6379/13"  # not flushed: each test uses its own tenant
+REDIS_URL = shared_url(__name__)  # not flushed: each test uses its own tenant
 
 Opener = Callable[[], Coordination]
 
@@ -33,25 +31,6 @@ def _job(tenant: str, job_id: str = "j1") -> Job:
     )
 
 
-def _redis_or_skip() -> redis.Redis:
-    return redis_or_skip(REDIS_URL, decode_responses=True)
-
-
-def _forget_tenant(client: redis.Redis, tenant: str) -> None:
-    """Delete the test tenant's keys (and its queues' samples), leaving every other key."""
-    for pattern in (f"atommem:*:{tenant}:*", keys.queue_wait(f"{tenant}-*")):
-        for key in client.scan_iter(pattern):
-            client.delete(key)
-    client.delete(keys.recent_jobs(tenant), keys.recent_jobs(f"{tenant}-other"))
-    for member in client.smembers(keys.OPEN_JOBS):
-        if str(member).startswith(f"{tenant}\x1f"):
-            client.srem(keys.OPEN_JOBS, member)
-    for member in client.zrange(keys.JOB_PROGRESS, 0, -1):
-        if str(member).startswith(f"{tenant}\x1f"):
-            client.zrem(keys.JOB_PROGRESS, member)
-            client.hdel(keys.JOB_RESENDS, member)
-
-
 @pytest.fixture
 def tenant() -> str:
     return f"test-{uuid.uuid4().hex}"
@@ -61,7 +40,7 @@ def tenant() -> str:
 def opener(request: pytest.FixtureRequest, tmp_path: Path, tenant: str) -> Iterator[Opener]:
     """Opens the backend afresh on each call (a reopen sees what an earlier process left)."""
     opened: list[Coordination] = []
-    client = _redis_or_skip() if request.param == "redis" else None
+    client = redis_or_skip(REDIS_URL, decode_responses=True) if request.param == "redis" else None
 
     def open_one() -> Coordination:
         if client is None:
@@ -75,7 +54,7 @@ def opener(request: pytest.FixtureRequest, tmp_path: Path, tenant: str) -> Itera
     for coord in opened:
         coord.close()
     if client is not None:
-        _forget_tenant(client, tenant)
+        forget_tenant(client, tenant)
         client.close()
 
 
@@ -119,6 +98,26 @@ def test_a_held_lock_outlives_its_ttl_while_its_holder_lives(opener: Opener, ten
     c.release(tenant, "x", "a")
     assert not c.held(tenant, "x")
     assert c.acquire(tenant, "x", "b", 300)
+
+
+def test_a_space_lock_is_given_back_however_its_block_ends(opener: Opener, tenant: str) -> None:
+    c = opener().locks
+    with space_lock(c, tenant, "x", 60_000) as held:
+        assert held is not None and c.holds(tenant, "x", held.token)
+        with space_lock(c, tenant, "x", 60_000) as other:
+            assert other is None  # held: the caller tries again later
+        held.check()
+    assert not c.held(tenant, "x")
+    with pytest.raises(LockLost), space_lock(c, tenant, "x", 60_000) as held:
+        assert held is not None
+        c.release(tenant, "x", held.token)  # as if it lapsed and another took the space
+        assert c.acquire(tenant, "x", "successor", 60_000)
+        held.check()
+    assert c.holds(tenant, "x", "successor")  # the block's release left the successor alone
+    c.release(tenant, "x", "successor")
+    with pytest.raises(RuntimeError), space_lock(c, tenant, "x", 60_000):
+        raise RuntimeError("the work failed")
+    assert not c.held(tenant, "x")
 
 
 def test_a_lock_held_past_its_maximum_is_no_longer_renewed(tmp_path: Path, tenant: str) -> None:
@@ -322,10 +321,8 @@ def test_a_journal_written_before_the_split_opens_as_it_was(tmp_path: Path) -> N
 def test_a_release_while_redis_is_away_is_retried_not_raised() -> None:
     from common.store.coordination.locks import RedisLocks, Renewer
 
-    with socket.socket() as s:  # a port nothing listens on: Redis is away
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    away = RedisLocks(redis.Redis(port=port, socket_connect_timeout=0.2))
+    # a port nothing listens on: Redis is away
+    away = RedisLocks(redis.Redis.from_url(unreachable_url(), socket_connect_timeout=0.2))
     away.release("t", "x", "a")  # the task that held it does not fail for it
     away.close()
 

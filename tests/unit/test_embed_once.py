@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from common.context import MemoryContext
 from common.llm.contracts import (
     FactUpdate,
     FactView,
@@ -21,14 +22,15 @@ from common.llm.contracts import (
 from common.llm.rules import RulesBackend
 from common.memory.changes import Changes, CommitStats
 from common.memory.commit import commit_facts, profile_batch
-from common.memory.context import MemoryContext
 from common.memory.events import refresh_events
 from common.models.drafts import DraftFact
 from common.models.session import SessionRecord
 from common.settings import Settings
 from common.similarity import TextQuery
 from common.store.base import Kind
-from tests.helpers import DIM, TableEncoder, draft, make_ctx, session_record, unit
+from tests.helpers.contexts import make_ctx
+from tests.helpers.doubles import DIM, TableEncoder, unit
+from tests.helpers.records import draft, session_record
 
 WHEN = datetime(2024, 3, 1, 12, 0)
 # Fact vectors far enough apart that no fact is a duplicate of another; every other text

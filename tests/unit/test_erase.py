@@ -10,28 +10,33 @@ from typing import Any
 
 import pytest
 
+from common.context import MemoryContext
 from common.llm.contracts import FactUpdate, VerifyDecision
 from common.memory import commit, erase
 from common.memory.admin import administer
-from common.memory.changes import apply_plan
+from common.memory.changes import CommitStats, apply_plan
 from common.memory.commit import commit_facts, profile_batch
-from common.memory.context import MemoryContext
-from common.memory.erase import ErasureReport, erase_facts, erase_session, erase_space
+from common.memory.erase import erase_facts, erase_session, erase_space
 from common.models import ids
 from common.models.jobs import AdminPayload
 from common.models.memory import Profile, ProfileVersion
 from common.models.plan import Plan
+from common.models.responses import Erased
 from common.models.session import SessionRecord
 from common.retrieval.search import ask, ask_response
 from common.store import records
 from common.store.base import Kind, Point
-from common.store.coordination import Coordination
-from tests.helpers import ScriptedBackend, draft, make_ctx, session_record, unit
+from common.store.coordination.roles import Coordination
+from tests.helpers.contexts import make_ctx
+from tests.helpers.doubles import ScriptedBackend, unit
+from tests.helpers.records import draft, session_record
 
 WHEN = datetime(2024, 3, 1, 12, 0)
 
 
-def _commit(ctx: MemoryContext, rec: SessionRecord, texts: list[tuple[str, tuple[float, ...]]]):  # type: ignore[no-untyped-def]
+def _commit(
+    ctx: MemoryContext, rec: SessionRecord, texts: list[tuple[str, tuple[float, ...]]]
+) -> CommitStats:
     records.put_session(ctx.store, rec)
     drafts = [
         draft(rec, t, unit(*v), [t.split()[1].lower()], ["Ann"], index=i)
@@ -72,7 +77,7 @@ def test_erasing_a_fact_rewrites_its_event_without_it(tmp_path: Path) -> None:
     (event,) = index.events.items()
     assert "brushes" in event.summary
     brushes = next(f for f in index.facts.items() if "brushes" in f.text)
-    report = ErasureReport()
+    report = Erased()
     erase_facts(ctx, "t", "s", {brushes.id}, report)
     assert report.facts_deleted == [brushes.id]
     assert report.events_rewritten == [event.id] and report.events_deleted == []
@@ -86,7 +91,7 @@ def test_an_event_left_empty_is_deleted_and_its_facts_forget_it(tmp_path: Path) 
     ctx = _space_with_an_event(tmp_path)
     index = ctx.index("t", "s")
     (event,) = index.events.items()
-    report = ErasureReport()
+    report = Erased()
     erase_facts(ctx, "t", "s", set(event.fact_ids), report)
     assert report.events_deleted == [event.id]
     assert ctx.store.count(Kind.EVENTS, "t", "s") == 0
@@ -109,7 +114,7 @@ def test_erasing_a_session_undoes_its_update_and_provenance(tmp_path: Path) -> N
         [("Ann lives in Denver.", (0.8, 0.6, 0, 0)), ("Ann adopted a dog.", (0, 0, 1, 0))],
     )
     assert "Denver" in _everything(ctx)
-    report = ErasureReport()
+    report = Erased()
     erase_session(ctx, "t", "s", "s1", report)
     facts = {f.text: f for f in ctx.index("t", "s").facts.items()}
     assert set(facts) == {"Ann lives in Boston."}
@@ -155,12 +160,12 @@ def test_a_profile_falls_back_to_the_version_its_remaining_evidence_supports(
         [Point(id=profile.id, payload=profile.model_dump(mode="json"), vector=unit(0, 1, 0, 0))],
     )
     ctx.indexes.drop("t", "s")
-    report = ErasureReport()
+    report = Erased()
     erase_facts(ctx, "t", "s", {by_text["Ann lives in Denver."]}, report)
     (after,) = ctx.index("t", "s").profiles.items()
     assert after.content == "Ann lives in Boston." and after.history == []
     assert report.profiles_rewritten == [profile.id]
-    erase_facts(ctx, "t", "s", {by_text["Ann lives in Boston."]}, ErasureReport())
+    erase_facts(ctx, "t", "s", {by_text["Ann lives in Boston."]}, Erased())
     assert ctx.store.count(Kind.PROFILES, "t", "s") == 0
     assert "lives" not in _everything(ctx)
 
@@ -168,7 +173,7 @@ def test_a_profile_falls_back_to_the_version_its_remaining_evidence_supports(
 def test_erasing_a_space_leaves_no_point_and_spares_other_spaces(tmp_path: Path) -> None:
     ctx = _space_with_an_event(tmp_path)
     records.create_space(ctx.store, "t", "other")
-    report = ErasureReport()
+    report = Erased()
     erase_space(ctx, "t", "s", report)
     assert len(report.facts_deleted) == 3 and len(report.events_deleted) == 1
     assert report.sessions_deleted == ["s0"]
@@ -224,7 +229,7 @@ def test_erasing_a_session_a_later_one_updated_leaves_its_text_nowhere(tmp_path:
     (profile,) = index.profiles.items()
     assert "Boston" in event.summary and "Boston" in profile.content
     assert index.facts.get(home).text == "Ann lives in Denver."
-    report = ErasureReport()
+    report = Erased()
     erase_session(ctx, "t", "s", "s0", report)
     assert "Boston" not in _everything(ctx)
     after = ctx.index("t", "s")
@@ -240,7 +245,7 @@ def test_erasing_a_session_a_later_one_updated_leaves_its_text_nowhere(tmp_path:
 
 def test_erasing_the_updating_session_rebuilds_what_cites_the_fact(tmp_path: Path) -> None:
     ctx, home = _updated_by_a_later_session(tmp_path)
-    ctx.backend.links["Ann planted tulips in the garden."] = ["Ann bought a house with a garden."]
+    ctx.backend.links["Ann planted tulips in the garden."] = ["Ann bought a house with a garden."]  # type: ignore[attr-defined]
     # A later session's fact joins the event: its summary now carries Denver.
     _commit_profiled(
         ctx,
@@ -249,7 +254,7 @@ def test_erasing_the_updating_session_rebuilds_what_cites_the_fact(tmp_path: Pat
     )
     (event,) = ctx.index("t", "s").events.items()
     assert "Denver" in event.summary
-    report = ErasureReport()
+    report = Erased()
     erase_session(ctx, "t", "s", "s2", report)
     assert "Denver" not in _everything(ctx)
     assert ctx.index("t", "s").facts.get(home).text == "Ann lives in Boston."
@@ -282,7 +287,7 @@ def test_erasing_a_fact_rebuilds_a_profile_version_it_shared_with_other_evidence
         [Point(id=profile.id, payload=profile.model_dump(mode="json"), vector=unit(1, 0, 0, 0))],
     )
     ctx.indexes.drop("t", "s")
-    report = ErasureReport()
+    report = Erased()
     erase_facts(ctx, "t", "s", {by_text["Ann lives in Boston."]}, report)
     assert "Boston" not in _everything(ctx)
     (after,) = ctx.index("t", "s").profiles.items()
@@ -301,9 +306,9 @@ def test_an_erasure_interrupted_before_its_rewrites_finishes_when_run_again(
 
     monkeypatch.setattr(erase, "apply_plan", crash)
     with pytest.raises(ConnectionError):
-        erase_session(ctx, "t", "s", "s0", ErasureReport())
+        erase_session(ctx, "t", "s", "s0", Erased())
     monkeypatch.undo()
-    erase_session(ctx, "t", "s", "s0", ErasureReport())
+    erase_session(ctx, "t", "s", "s0", Erased())
     assert "Boston" not in _everything(ctx)
     assert ctx.index("t", "s").facts.get(home).text == "Ann lives in Denver."
     ctx.indexes.drop("t", "s")
@@ -329,8 +334,8 @@ def test_an_erasure_that_crashed_mid_write_finishes_on_rerun(
 
     ctx.store.upsert = upsert  # type: ignore[method-assign]
     with pytest.raises(ConnectionError):
-        erase_session(ctx, "t", "s", "s0", ErasureReport())
-    erase_session(ctx, "t", "s", "s0", ErasureReport())
+        erase_session(ctx, "t", "s", "s0", Erased())
+    erase_session(ctx, "t", "s", "s0", Erased())
     assert "Boston" not in _everything(ctx)
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from celery import Celery
 
+from common.context import MemoryContext
 from common.errors import Conflict
 from common.memory.admin import administer
-from common.memory.context import MemoryContext
 from common.memory.stages import (
     ERASED,
     Next,
@@ -28,14 +28,16 @@ from common.memory.stages import (
 )
 from common.models import ids
 from common.models.jobs import AcceptPayload, AdminPayload, Job
+from common.models.responses import ErasureReceipt
 from common.models.session import SessionInput, Turn
-from common.producer import MemoryClient
+from common.producer import Producer
 from common.retrieval.pending import pending_sessions
 from common.store import records
-from common.store.coordination import Coordination
-from tests.helpers import make_ctx, redis_or_skip
+from common.store.coordination.roles import Coordination
+from tests.helpers.contexts import make_ctx
+from tests.helpers.redis import flushed, shared_url
 
-REDIS_URL = "redis://127.0.0.1:6379/10"
+REDIS_URL = shared_url(__name__)
 
 
 def _session(session_id: str, text: str = "I moved to Denver last month.") -> SessionInput:
@@ -66,8 +68,9 @@ def _erase(ctx: MemoryContext, coord: Coordination, session_id: str) -> dict[str
     body = AdminPayload(
         enqueued_at=0.0, tenant="t", space="s", op="erase_session", item_id=session_id
     )
-    erased: dict[str, list[str]] = administer(ctx, coord, body)["erased"]
-    return erased
+    receipt = administer(ctx, coord, body)
+    assert isinstance(receipt, ErasureReceipt)
+    return receipt.erased.model_dump()
 
 
 def _gone(ctx: MemoryContext, coord: Coordination, payload: AcceptPayload) -> None:
@@ -231,7 +234,8 @@ def test_erasing_a_space_cancels_its_sessions_in_flight(tmp_path: Path) -> None:
     payload = _submit(coord, _session("s1"))
     accept_stage(ctx, coord, payload)
     body = AdminPayload(enqueued_at=0.0, tenant="t", space="s", op="erase_space")
-    assert administer(ctx, coord, body)["erased"]["sessions_deleted"] == ["s1"]
+    receipt = administer(ctx, coord, body)
+    assert isinstance(receipt, ErasureReceipt) and receipt.erased.sessions_deleted == ["s1"]
     job = coord.jobs.get_job("t", payload.job_id)
     assert job is not None and job.reason == ERASED
     assert coord.sequence.pending("t", "s") == [] and records.get_space(ctx.store, "t", "s") is None
@@ -245,13 +249,10 @@ def coordination(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Coo
         yield coord
         coord.close()
         return
-    client = redis_or_skip(REDIS_URL)
-    client.flushdb()
-    coord = Coordination.redis(REDIS_URL, 3600)
-    yield coord
-    coord.close()
-    client.flushdb()
-    client.close()
+    with flushed(REDIS_URL):
+        coord = Coordination.redis(REDIS_URL, 3600)
+        yield coord
+        coord.close()
 
 
 def test_an_erased_session_can_be_submitted_again_as_a_new_job(
@@ -260,7 +261,7 @@ def test_an_erased_session_can_be_submitted_again_as_a_new_job(
     ctx = make_ctx(tmp_path)
     first = _submit(coordination, _session("s1"))
     _erase(ctx, coordination, "s1")
-    client = MemoryClient(Celery("producer"), coordination.jobs, coordination.sequence)
+    client = Producer(Celery("producer"), coordination.jobs, coordination.sequence)
     with pytest.raises(Conflict, match="erased while being ingested"):
         client.retry("t", first.job_id)  # nothing left to send: the session must come again
     # other content under the same id: not a conflict with the erased one

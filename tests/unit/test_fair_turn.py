@@ -13,9 +13,12 @@ import pytest
 import redis
 from celery.exceptions import Retry
 
+from common.models.jobs import TaskPayload
 from common.queues import Queue, TaskName
 from common.settings import BrokerSettings, FairSettings, Settings
 from common.store.coordination.fair import Claim, Turn
+from workers import runtime
+from workers.celery_app import app
 from workers.tasks import fair
 
 STEP = json.dumps({"task": TaskName.DRAIN.value, "payload": {"tenant": "t", "space": "s"}})
@@ -44,14 +47,14 @@ class Lanes:
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any]]]:
     calls: list[tuple[str, dict[str, Any]]] = []
-    monkeypatch.setattr(fair.app, "send_task", lambda name, **kw: calls.append((name, kw)))
+    monkeypatch.setattr(app, "send_task", lambda name, **kw: calls.append((name, kw)))
     return calls
 
 
 def use(monkeypatch: pytest.MonkeyPatch, lanes: Lanes | None, enabled: bool = True) -> None:
     settings = Settings(broker=BrokerSettings(url="redis://x"), fair=FairSettings(enabled=enabled))
-    monkeypatch.setattr(fair.runtime, "settings", lambda: settings)
-    monkeypatch.setattr(fair.runtime, "coordination", lambda: SimpleNamespace(fair=lanes))
+    monkeypatch.setattr(runtime, "settings", lambda: settings)
+    monkeypatch.setattr(runtime, "coordination", lambda: SimpleNamespace(fair=lanes))
 
 
 TASK = SimpleNamespace(request=SimpleNamespace(id="task-1"))
@@ -99,9 +102,9 @@ def test_every_offer_sends_its_task_even_when_the_step_already_waits(
     monkeypatch: pytest.MonkeyPatch, sent: list[tuple[str, dict[str, Any]]]
 ) -> None:
     lanes = Lanes(Turn(None))
-    lanes.offer = lambda lane, tenant, items: 0
+    lanes.offer = lambda lane, tenant, items: 0  # type: ignore[method-assign]
     use(monkeypatch, lanes)
-    payload = fair.TaskPayload(enqueued_at=1.0)
+    payload = TaskPayload(enqueued_at=1.0)
     fair.offer(lanes, Queue.MEMORY, "t", [fair.Step("drain:s", TaskName.DRAIN, payload)])
     assert [name for name, _ in sent] == [TaskName.MEMORY_NEXT.value]
 

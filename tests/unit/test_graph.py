@@ -73,7 +73,7 @@ def test_channels_are_row_normalised_and_mixed_with_per_node_renormalised_priors
 
 def test_restart_vector_sharpens_seed_scores() -> None:
     p = restart_vector(np.array([0.8, 0.4]), 5.0)
-    np.testing.assert_allclose(p, [0.8**5, 0.4**5] / np.float64(0.8**5 + 0.4**5))
+    np.testing.assert_allclose(p, np.array([0.8**5, 0.4**5]) / (0.8**5 + 0.4**5))
     np.testing.assert_allclose(restart_vector(np.array([0.0, 0.0]), 5.0), [0.5, 0.5])
 
 
@@ -112,7 +112,7 @@ def test_turn_edges_decay_within_the_window() -> None:
     assert turn_edge_weight(3, CFG) == 0.0
 
 
-def _fact(i: int, keywords: list[str], people: list[str], seq: int, pos: int):  # type: ignore[no-untyped-def]
+def _fact(i: int, keywords: list[str], people: list[str], seq: int, pos: int):
     from datetime import datetime
 
     from common.models.memory import Fact, FactSource, FactTime

@@ -43,7 +43,9 @@ def index() -> SpaceIndex:
     return idx
 
 
-def ranked(idx: SpaceIndex, query: np.ndarray, keywords: list[str], **kw) -> list[tuple]:
+def ranked(
+    idx: SpaceIndex, query: np.ndarray, keywords: list[str], **kw
+) -> list[tuple[str, float]]:
     mask = kw.pop("mask", idx.facts.mask())
     found = idx.facts.hybrid(query, TextQuery.of("", keywords), W, mask, **kw)
     return [(s.id, round(s.score, 5)) for s in found]

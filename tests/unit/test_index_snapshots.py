@@ -10,14 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from common.context import MemoryContext
 from common.memory.commit import commit_facts
-from common.memory.context import MemoryContext
 from common.retrieval.graph import channels
 from common.store.backends import open_store
 from common.store.base import Kind
 from common.store.snapshots import IndexSnapshots
 from common.store.space_index import SpaceIndex, SpaceIndexCache
-from tests.helpers import OPEN_STORES, TableEncoder, draft, make_ctx, session_record, unit
+from tests.helpers.contexts import OPEN_STORES, make_ctx
+from tests.helpers.doubles import TableEncoder, unit
+from tests.helpers.records import draft, session_record
 
 WHEN = datetime(2024, 3, 1, 12, 0)
 
@@ -27,7 +29,11 @@ def _small_snapshots(ctx: MemoryContext) -> MemoryContext:
         update={"index_snapshot_min_facts": 1, "index_snapshot_interval_s": 3600.0}
     )
     ctx.settings = ctx.settings.model_copy(update={"store": store})
-    ctx.before_save = lambda index: channels(index, ctx.settings.graph) and None
+
+    def build_channels(index: SpaceIndex) -> None:
+        channels(index, ctx.settings.graph)
+
+    ctx.before_save = build_channels
     return ctx
 
 

@@ -2,6 +2,7 @@
 and erasure, and odd input that contributes nothing instead of failing."""
 
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ from common.settings import SimilaritySettings
 from common.similarity import TextQuery
 from common.store.space_index import SpaceIndex
 from common.text.lexical import MAX_TERMS, Bm25, document_terms, query_terms, terms
-from tests.helpers import stored_fact
+from tests.helpers.records import stored_fact
 
 K1, B = 1.2, 0.75
 BM25 = SimilaritySettings(alpha=0.7, beta=0.3, lexical="bm25", bm25_k1=K1, bm25_b=B)
@@ -326,10 +327,11 @@ def test_erased_text_leaves_the_saved_index(index: SpaceIndex) -> None:
     assert index.facts.get("f3").text == "Priya likes tea."
 
 
-def test_search_reads_the_question_text_not_only_its_keywords(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_search_reads_the_question_text_not_only_its_keywords(tmp_path: Path) -> None:
     """The keywords of a question leave out numbers and names; BM25 reads its text."""
     from common.retrieval.search import search
-    from tests.helpers import TableEncoder, make_ctx, unit
+    from tests.helpers.contexts import make_ctx
+    from tests.helpers.doubles import TableEncoder, unit
 
     ctx = make_ctx(tmp_path, TableEncoder({"2019?": unit(1, 0, 0, 0)}))
     ctx.settings.similarity = SimilaritySettings(alpha=0.3, beta=0.7)

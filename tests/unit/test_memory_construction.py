@@ -5,24 +5,28 @@ from __future__ import annotations
 from datetime import date, datetime
 from pathlib import Path
 
+from common.context import MemoryContext
 from common.llm.contracts import FactUpdate, VerifyDecision
+from common.memory.changes import CommitStats
 from common.memory.commit import commit_facts
 from common.models.memory import Event, Fact, TimeRange
 from common.store.base import Kind
-from tests.helpers import ScriptedBackend, TableEncoder, draft, make_ctx, session_record, unit
+from tests.helpers.contexts import make_ctx
+from tests.helpers.doubles import ScriptedBackend, TableEncoder, unit
+from tests.helpers.records import draft, session_record
 
 WHEN = datetime(2024, 3, 1, 12, 0)
 
 
-def _facts(ctx) -> dict[str, Fact]:  # type: ignore[no-untyped-def]
+def _facts(ctx: MemoryContext) -> dict[str, Fact]:
     return {f.text: f for f in ctx.index("t", "s").facts.items()}
 
 
-def _events(ctx) -> list[Event]:  # type: ignore[no-untyped-def]
+def _events(ctx: MemoryContext) -> list[Event]:
     return ctx.index("t", "s").events.items()
 
 
-def _seed(ctx, texts: list[tuple[str, tuple[float, ...]]], people=("Ann",)):  # type: ignore[no-untyped-def]
+def _seed(ctx, texts: list[tuple[str, tuple[float, ...]]], people=("Ann",)):
     rec = session_record("s0", 0, WHEN, list(people))
     drafts = [
         draft(rec, t, unit(*v), [t.split()[1].lower()], list(people), index=i)
@@ -264,7 +268,24 @@ def test_without_skip_rules_every_fact_is_verified_but_none_is_dropped_for_nothi
     ctx.settings.llm.skip_rules = False
     ctx.backend.verdicts["Ann paints landscapes."] = VerifyDecision(store=False)  # type: ignore[attr-defined]
     stats = _seed(ctx, [("Ann paints landscapes.", (1, 0, 0, 0))])
-    # asked although nothing is stored yet, and its "do not store" ignored: nothing was
+    # asked although nothing is stored yet (no call skipped; the rules backend is no model,
+    # so no model call is counted either), and its "do not store" ignored: nothing was
     # shown that could already say it
-    assert stats.llm_calls == 2 and stats.llm_calls_skipped == 0
+    assert stats.llm_calls == 0 and stats.llm_calls_skipped == 0
     assert stats.facts_stored == 1
+
+
+def test_a_jobs_model_call_totals_are_its_metered_calls_summed() -> None:
+    used = {
+        "llm.extract.calls": 3,
+        "llm.verify.calls": 2,
+        "llm.verify.skipped": 1,
+        "llm.event_link.skipped": 2,
+        "llm.prompt_tokens": 500,  # a total, not a stage
+        "llm.endpoint.general.calls": 9,  # HTTP calls, failed ones included: not a stage
+    }
+    stats = CommitStats(llm_usage=used)
+    assert (stats.llm_calls, stats.llm_calls_skipped) == (5, 3)
+    counts = stats.counts()
+    assert (counts["llm_calls"], counts["llm_calls_skipped"]) == (5, 3)
+    assert CommitStats.from_counts(counts).counts() == counts

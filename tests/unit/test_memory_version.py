@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import date, datetime
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -13,7 +15,9 @@ from common.memory.compare import UNVERSIONED, compare, normalised, profile_diff
 from common.memory.version import compute, memory_version
 from common.models.memory import Fact, Profile
 from common.settings import Settings
-from tests.helpers import TableEncoder, draft, make_ctx, session_record, stored_fact, unit
+from tests.helpers.contexts import make_ctx
+from tests.helpers.doubles import TableEncoder, unit
+from tests.helpers.records import draft, session_record, stored_fact
 
 
 def _with(settings: Settings, section: str, **values: object) -> Settings:
@@ -37,6 +41,7 @@ def test_the_version_names_backend_models_prompts_and_a_settings_hash() -> None:
 def test_memory_shaping_settings_change_the_hash_and_the_rest_do_not() -> None:
     base = Settings()
     same = compute(base).settings_hash
+    values: Mapping[str, object]
     for section, values in (
         ("memory", {"duplicate_threshold": 0.9}),
         ("similarity", {"lexical": "jaccard"}),
@@ -114,7 +119,9 @@ def test_changes_stamp_what_they_record_and_the_plan_carries_it() -> None:
     changes.fact(fact, unit(1, 0, 0, 0))
     assert fact.memory_version == version  # in place: the index holds the same record
     (point,) = changes.plan().points
-    assert point.payload["memory_version"]["settings_hash"] == version.settings_hash
+    assert cast(dict[str, Any], point.payload["memory_version"])["settings_hash"] == (
+        version.settings_hash
+    )
     plain = stored_fact("f2", "Ann runs.")
     Changes().fact(plain, unit(0, 1, 0, 0))
     assert plain.memory_version is None

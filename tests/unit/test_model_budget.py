@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from pydantic import SecretStr
 
 from common.llm import usage
 from common.llm.budget import BudgetShort, Gate, endpoint_id, estimate, task_scope
@@ -24,15 +25,11 @@ from common.store.coordination.budgets import (
     RedisBudgets,
     model_counters,
 )
-from tests.fake_llm_server import completion, rate_limited, serve
-from tests.helpers import redis_or_skip
+from tests.helpers.fake_llm_server import completion, rate_limited, serve
+from tests.helpers.redis import flushed, shared_url
 
-REDIS_URL = "redis://127.0.0.1:6379/9"
+REDIS_URL = shared_url(__name__)
 T0 = 1_000_000.0
-
-
-def _redis_or_skip() -> redis.Redis:
-    return redis_or_skip(REDIS_URL, decode_responses=True)
 
 
 @pytest.fixture(params=["local", "redis"])
@@ -40,11 +37,8 @@ def budgets(request: pytest.FixtureRequest) -> Iterator[ModelBudgets]:
     if request.param == "local":
         yield LocalBudgets()
         return
-    client = _redis_or_skip()
-    client.flushdb()
-    yield RedisBudgets(client)
-    client.flushdb()
-    client.close()
+    with flushed(REDIS_URL, decode_responses=True) as client:
+        yield RedisBudgets(client)
 
 
 @pytest.fixture
@@ -187,7 +181,7 @@ def test_a_zero_budget_never_waits_in_the_task() -> None:
 
 def test_two_roles_on_one_server_and_model_share_one_budget() -> None:
     a = LLMEndpoint(base_url="http://gpu:8000/v1", model="qwen", rpm=10)
-    b = LLMEndpoint(base_url="http://gpu:8000/v1", model="qwen", api_key="k")
+    b = LLMEndpoint(base_url="http://gpu:8000/v1", model="qwen", api_key=SecretStr("k"))
     assert endpoint_id(a) == endpoint_id(b) == "qwen@http://gpu:8000/v1"
     assert endpoint_id(LLMEndpoint()) == "gpt-4o-mini@https://api.openai.com/v1"
 

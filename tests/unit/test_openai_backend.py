@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from common.llm import usage
-from common.llm.contracts import EvidenceItem, QueryIntent
+from common.llm.contracts import EvidenceItem, FactView, QueryIntent
 from common.llm.model_backend import ModelBackend
 from common.llm.openai_compat import OpenAITransport
 from common.llm.transport import LLMError
 from common.settings import LLMEndpoint, LLMSettings, MemorySettings
-from tests.fake_llm_server import FakeLLM, Reply, completion, error, serve, tool_call
+from tests.helpers.fake_llm_server import FakeLLM, Reply, completion, error, serve, tool_call
 
 INTENT = {
     "people": ["Ann"],
@@ -154,7 +154,7 @@ def test_a_batch_retries_only_the_calls_that_failed(server: FakeLLM) -> None:
     server.default = summary
     server.then(lambda _: error(500, "boom"))
     b = backend(server)
-    facts = [[], [], []]
+    facts: list[list[FactView]] = [[], [], []]
     with usage.metered() as used:
         out = b.summarize_events([(f, None) for f in facts])
     assert [e.summary for e in out] == ["Ann adopted a cat."] * 3

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 import api.main
-from common.memory.erase import ErasureReport
 from common.models.responses import Erased, ErasureReceipt, Space
-from common.settings import Settings
+from common.settings import BrokerSettings, Settings
+from tests.helpers.redis import unreachable_url
 
-SPEC = api.main.create_app(Settings(broker={"url": "redis://127.0.0.1:6379/0"})).openapi()
+SPEC = api.main.create_app(Settings(broker=BrokerSettings(url=unreachable_url()))).openapi()
 OPERATIONS = [
     (method.upper(), path, operation)
     for path, methods in SPEC["paths"].items()
@@ -60,11 +59,18 @@ def test_not_ready_is_documented_with_the_same_body() -> None:
     assert replies["503"]["content"] == replies["200"]["content"]
 
 
-def test_the_erasure_receipt_has_every_field_of_the_report() -> None:
-    report = ErasureReport(facts_deleted=["f2", "f1"], sessions_deleted=["s1"])
-    assert set(Erased.model_fields) == {f.name for f in dataclasses.fields(ErasureReport)}
-    wire = {"erased": report.as_dict()}
+def test_the_erasure_receipt_lists_each_id_once_in_order() -> None:
+    report = Erased(facts_deleted=["f2", "f1"], sessions_deleted=["s1"])
+    report.facts_deleted.append("f1")  # erasure steps append; two may name the same id
+    wire = ErasureReceipt(erased=report).model_dump(mode="json")
+    assert wire["erased"]["facts_deleted"] == ["f1", "f2"]
+    assert wire["erased"]["events_deleted"] == []
     assert ErasureReceipt.model_validate(wire).model_dump(mode="json") == wire
+
+
+def test_the_served_receipt_requires_every_list() -> None:
+    erased = SPEC["components"]["schemas"]["Erased"]
+    assert set(erased["required"]) == set(Erased.model_fields)
 
 
 @pytest.mark.parametrize(

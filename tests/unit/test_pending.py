@@ -15,14 +15,17 @@ import pytest
 
 from common.models import ids
 from common.models.jobs import AcceptPayload, Job
+from common.models.query import PendingTurn, QueryIntent, SearchResponse
 from common.models.session import SessionInput, SessionRecord, Turn
 from common.retrieval.pending import TurnVectors, pending_sessions, rank, turn_text
 from common.retrieval.search import ask, search, search_response
 from common.settings import SimilaritySettings
 from common.similarity import TextQuery
 from common.store import records
-from common.store.coordination import Coordination
-from tests.helpers import TableEncoder, make_ctx, stored_fact, unit
+from common.store.coordination.roles import Coordination
+from tests.helpers.contexts import make_ctx
+from tests.helpers.doubles import TableEncoder, unit
+from tests.helpers.records import stored_fact
 
 WEIGHTS = SimilaritySettings()  # alpha 0.7, beta 0.3, BM25 k1 1.2, b 0.75
 Q = unit(1, 0, 0, 0)
@@ -209,8 +212,19 @@ def test_the_command_line_prints_pending_turns_after_the_facts(
 ) -> None:
     from cli.output import print_hits
 
-    turn = {"session_id": "s9", "turn_id": "s9:2", "speaker": "Ann", "text": "I moved to Oslo."}
-    print_hits({"hits": [], "profiles": [], "pending": [{**turn, "score": 0.61}], "pending_cut": 7})
+    turn = PendingTurn(
+        session_id="s9",
+        turn_id="s9:2",
+        position=2,
+        speaker="Ann",
+        text="I moved to Oslo.",
+        time=datetime(2024, 6, 1),
+        score=0.61,
+    )
+    found = SearchResponse(
+        question="q", intent=QueryIntent(), hits=[], profiles=[], events=[], timings_ms={}
+    )
+    print_hits(found.model_copy(update={"pending": [turn], "pending_cut": 7}))
     out = capsys.readouterr().out
     assert "not yet in memory" in out
     assert "pending 0.610  Ann: I moved to Oslo.  [s9:s9:2]" in out

@@ -4,11 +4,12 @@ equal a fresh product, after rows are appended and rewritten too."""
 from __future__ import annotations
 
 import numpy as np
+from pydantic import BaseModel
 
 from common.store.space_index import KindIndex
 
 
-class _Row:
+class _Row(BaseModel):
     participants: list[str] = []
 
 

@@ -15,9 +15,11 @@ import pytest
 from common.errors import SessionConflict
 from common.models.jobs import Job
 from common.models.session import SessionInput, Turn
-from common.producer import MemoryClient
-from common.store.coordination import Coordination
-from tests.unit.test_coordination import REDIS_URL, _forget_tenant, _redis_or_skip
+from common.producer import Producer
+from common.store.coordination.roles import Coordination
+from tests.helpers.redis import forget_tenant, redis_or_skip, shared_url
+
+REDIS_URL = shared_url(__name__)  # not flushed: the module's tests use a tenant of their own
 
 
 class Recorder:
@@ -46,20 +48,20 @@ def coord(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Coordinati
         yield c
         c.close()
         return
-    client = _redis_or_skip()
+    client = redis_or_skip(REDIS_URL, decode_responses=True)
     c = Coordination.redis(REDIS_URL, 3600)
     yield c
     c.close()
-    _forget_tenant(client, TENANT)
+    forget_tenant(client, TENANT)
     client.close()
 
 
 TENANT = f"test-{uuid.uuid4().hex}"
 
 
-def _client(coord: Coordination) -> tuple[MemoryClient, Recorder]:
+def _client(coord: Coordination) -> tuple[Producer, Recorder]:
     app = Recorder()
-    return MemoryClient(app, coord.jobs, coord.sequence), app  # type: ignore[arg-type]
+    return Producer(app, coord.jobs, coord.sequence), app
 
 
 def _finish(coord: Coordination, job: Job) -> Job:

@@ -9,7 +9,9 @@ from common.llm.contracts import ProfileCandidate
 from common.memory.commit import commit_facts, profile_batch
 from common.memory.profiles import modify_history, update_current
 from common.models.memory import Profile, ProfileVersion
-from tests.helpers import TableEncoder, draft, make_ctx, session_record, unit
+from tests.helpers.contexts import make_ctx
+from tests.helpers.doubles import TableEncoder, unit
+from tests.helpers.records import draft, session_record
 
 
 def _profile(content: str, t_from: date, history: list[ProfileVersion] | None = None) -> Profile:
@@ -130,7 +132,8 @@ def test_batch_creates_then_updates_with_history_and_clears_pending(tmp_path: Pa
         [draft(r2, denver, unit(0.8, 0.6, 0, 0), ["live", "denver"], ["Ann"], profile=True)],
     )
     s2 = profile_batch(ctx, r2)
-    assert s2.profile_changes == 1 and s2.llm_calls == 2  # candidates call + one update decision
+    # the candidates call and the update decision were both asked, neither skipped
+    assert s2.profile_changes == 1 and s2.llm_calls_skipped == 0
     (profile,) = ctx.index("t", "s").profiles.items()
     assert (profile.content, profile.t_from) == (denver, date(2024, 6, 2))
     assert [(h.content, h.t_from, h.t_to) for h in profile.history] == [

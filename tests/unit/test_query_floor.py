@@ -11,8 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 from celery import Celery, states
-from kombu import Connection, Exchange, Producer
-from kombu import Queue as KombuQueue
+from kombu.connection import Connection
+from kombu.entity import Exchange
+from kombu.entity import Queue as KombuQueue
+from kombu.messaging import Producer
 
 from common.embeddings import WAIT_POLICY, Embedder
 from common.settings import EmbeddingSettings

@@ -12,7 +12,9 @@ from common.models.query import QueryIntent
 from common.retrieval.names import NameVectors, away_from
 from common.retrieval.search import query_vectors, search
 from common.store import records
-from tests.helpers import TableEncoder, make_ctx, stored_fact, unit
+from tests.helpers.contexts import make_ctx
+from tests.helpers.doubles import TableEncoder, unit
+from tests.helpers.records import stored_fact
 
 QUESTION = "What does Priya bake?"
 

@@ -7,8 +7,8 @@ from datetime import datetime
 import pytest
 
 from common.errors import Conflict, InvalidInput
+from common.memory.rebuild import check_spaces, check_target
 from common.models.session import SessionInput, Turn
-from common.rebuild import check_spaces, check_target
 
 EMPTY = {"sessions": 0, "facts": 0, "events": 0, "profiles": 0}
 

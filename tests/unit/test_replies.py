@@ -9,7 +9,11 @@ import pytest
 from celery import Celery, Task
 from celery.exceptions import Ignore
 
+from common.queues import TaskName
+from workers.celery_app import app as atommem
 from workers.replies import MARGIN_S, ReplyTask, deadline
+from workers.tasks import admin, pipeline, query  # noqa: F401 - registers the tasks
+from workers.tasks.policy import JobTask
 
 app = Celery("replies-test")
 RAN: list[str] = []
@@ -46,3 +50,16 @@ def test_a_reply_finished_after_its_callers_deadline_is_dropped() -> None:
 def test_deadline_reads_the_payload() -> None:
     assert deadline({"payload": {"reply_by": 12.5}}) == 12.5
     assert deadline({"payload": {}}) is None
+
+
+def test_each_task_has_the_base_for_what_it_is() -> None:
+    """Steps of a job must finish (JobTask); queries, reads and the ping answer a waiting
+    caller (ReplyTask, and no JobTask: a question is never queued again while its caller
+    waits); an admin write is both. Only replies keep their results."""
+    answers = {TaskName.SEARCH, TaskName.ASK, TaskName.READ, TaskName.PING}
+    for name in TaskName:
+        registered = atommem.tasks[name.value]
+        assert isinstance(registered, JobTask) == (name not in answers), name
+        replies = name in answers or name is TaskName.ADMIN
+        assert isinstance(registered, ReplyTask) == replies, name
+        assert registered.ignore_result == (not replies), name

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from common.llm.transport import LLMError
-from common.memory import commit, stages
+from common.memory import commit, stages, verify
 from common.memory.ingest import session_hash
 from common.memory.stages import (
     Next,
@@ -24,9 +24,12 @@ from common.memory.stages import (
 from common.models.jobs import AcceptPayload, ExtractPayload, Job
 from common.models.session import SessionInput, Turn
 from common.store import records
-from common.store.coordination import ChunkParking, Coordination
-from common.store.coordination.liveness import HEARTBEAT
-from tests.helpers import draft, make_ctx, queued_head, session_record, unit
+from common.store.coordination.chunks import ChunkParking
+from common.store.coordination.liveness import JOB_LIVENESS
+from common.store.coordination.roles import Coordination
+from tests.helpers.contexts import make_ctx
+from tests.helpers.doubles import unit
+from tests.helpers.records import draft, queued_head, session_record
 
 
 @pytest.mark.parametrize(
@@ -219,7 +222,7 @@ def test_a_long_extraction_keeps_its_job_marked_alive(
         return []
 
     monkeypatch.setattr(stages, "draft_session", slow_draft)
-    HEARTBEAT.configure(lambda tenant, ids: touched.append((tenant, ids)), every_s=0.1)
+    JOB_LIVENESS.configure(lambda tenant, ids: touched.append((tenant, ids)), every_s=0.1)
     try:
         chunk = ExtractPayload(
             enqueued_at=0.0, job_id="j1", tenant="t", space="s", session=REC.session,
@@ -227,7 +230,7 @@ def test_a_long_extraction_keeps_its_job_marked_alive(
         )  # fmt: skip
         assert extract_stage(ctx, Coordination.sqlite(tmp_path / "c.sqlite").chunks, chunk)
     finally:
-        HEARTBEAT.configure(None)
+        JOB_LIVENESS.configure(None)
     assert ("t", ["j1"]) in touched
 
 
@@ -239,7 +242,7 @@ def test_a_commit_whose_lock_lapsed_writes_nothing(
     ctx = make_ctx(tmp_path)
     coord = queued_head(ctx, REC, tmp_path / "c.sqlite")
     _park(coord.chunks, 0, 1, ["Ann adopted a cat."])
-    real_verify = commit.place_fact
+    real_verify = verify.place_fact  # what commit calls, by its own name
 
     def stall_then_lose_the_lock(*args: object, **kwargs: object) -> object:
         coord.locks.release("t", "s", coord_token(coord))  # the TTL ran out...

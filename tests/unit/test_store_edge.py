@@ -19,7 +19,9 @@ from common.memory.stages import Next, drain_stage
 from common.store import edge, records
 from common.store.base import Kind, Point, StoreError, StoreFormatError
 from common.store.edge import MARKER, EdgeStore
-from tests.helpers import OPEN_STORES, draft, make_ctx, queued_head, session_record, unit
+from tests.helpers.contexts import OPEN_STORES, make_ctx
+from tests.helpers.doubles import unit
+from tests.helpers.records import draft, queued_head, session_record
 
 ROOT = Path(__file__).resolve().parents[2]
 DIM = 4

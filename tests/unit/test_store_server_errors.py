@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from common.settings import StoreSettings
 from common.store.base import Kind, StoreError
 from common.store.qdrant import QdrantStore
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.helpers.ports import free_port
 
 
 def test_an_unreachable_server_is_a_store_error_naming_it() -> None:
-    url = f"http://127.0.0.1:{_closed_port()}"
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     store = QdrantStore(StoreSettings(qdrant_url=url), 4)
     with pytest.raises(StoreError, match=f"the Qdrant server at {url} failed"):
         store.count(Kind.FACTS, "t", "s")

@@ -13,7 +13,8 @@ from common.store import records
 from common.store.backends import open_store
 from common.store.base import Kind
 from common.store.transfer import TransferError, copy_space
-from tests.helpers import OPEN_STORES, session_record
+from tests.helpers.contexts import OPEN_STORES
+from tests.helpers.records import session_record
 
 
 def _done(record: SessionRecord) -> SessionRecord:

@@ -27,8 +27,10 @@ from common.models.plan import Plan, unpack_vector
 from common.models.session import SessionRecord
 from common.store import records
 from common.store.base import Kind, Point, Store
-from common.store.coordination import Coordination
-from tests.helpers import draft, make_ctx, session_record, unit
+from common.store.coordination.roles import Coordination
+from tests.helpers.contexts import make_ctx
+from tests.helpers.doubles import unit
+from tests.helpers.records import draft, session_record
 
 
 @dataclass

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.unit.test_infra import (
+from tests.helpers.deploy import (
     COMPOSE_FILE,
     ENV_EXAMPLE,
     INFRA,
@@ -32,15 +32,12 @@ from tests.unit.test_infra import (
     env_example,
     image_problem,
 )
+from tests.helpers.skips import unavailable
+
+pytestmark = pytest.mark.deploy
 
 # The oldest Kubernetes release the manifests support, and the newest kubernetes-validate knows.
 OLDEST_KUBERNETES = "1.30.0"
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (required in CI: the test extra installs it)")
-    pytest.skip(reason)
 
 
 def tool(name: str) -> str:
@@ -48,8 +45,7 @@ def tool(name: str) -> str:
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     found = shutil.which(name, path=path)
     if found is None:
-        _unavailable(f"{name} is not installed (pip install -e '.[test]' on linux x86_64)")
-    assert found is not None
+        unavailable(f"{name} is not installed (pip install -e '.[test]' on linux x86_64)")
     return found
 
 
@@ -57,8 +53,7 @@ def module(name: str) -> ModuleType:
     try:
         return importlib.import_module(name)
     except ImportError:
-        _unavailable(f"{name} is not installed (pip install -e '.[test]')")
-        raise
+        unavailable(f"{name} is not installed (pip install -e '.[test]')")
 
 
 def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:

@@ -33,8 +33,9 @@ class Tools:
         """The tool's structured answer; fails the test on a tool error."""
         result = self.call(name, **arguments)
         assert not result.is_error, _text(result)
-        assert result.structured_content is not None
-        return result.structured_content
+        content: dict[str, Any] | None = result.structured_content
+        assert content is not None
+        return content
 
     def error(self, name: str, /, **arguments: Any) -> str:
         """The text of the tool error the call must end in."""

@@ -6,17 +6,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-SAMPLE = Path(__file__).resolve().parents[2] / "cli" / "samples" / "sample_conversation.json"
+
+def argv(data: Path, *args: str) -> list[str]:
+    """The command line of `atommem --quiet --data-dir DATA ARGS...` in this interpreter."""
+    return [sys.executable, "-m", "cli", "--quiet", "--data-dir", str(data), *args]
 
 
 def run(
     data: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cli", "--quiet", "--data-dir", str(data), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        env=env,
+        argv(data, *args), capture_output=True, text=True, timeout=300, check=False, env=env
     )

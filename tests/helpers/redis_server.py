@@ -4,18 +4,14 @@ test can kill it (-9), stop it cleanly and start it again without touching the s
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import redis
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.helpers.ports import free_port
+from tests.helpers.skips import unavailable
 
 
 class RedisServer:
@@ -86,3 +82,11 @@ class RedisServer:
                 self.proc.kill()
                 self.proc.wait(10)
         self.proc = None
+
+
+def start_redis(directory: Path, appendonly: bool = True) -> RedisServer:
+    """A private server, started; where `redis-server` is not installed the test skips (and
+    fails under CI)."""
+    if shutil.which("redis-server") is None:
+        unavailable("redis-server is not installed")
+    return RedisServer(directory, appendonly=appendonly).start()

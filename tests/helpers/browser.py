@@ -4,8 +4,6 @@ the browser they drive (Debian's Chromium; nothing downloads one), and an API wi
 from __future__ import annotations
 
 import importlib.util
-import json
-import socket
 import subprocess
 import sys
 import time
@@ -18,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import redis
 
-from tests.e2e.conftest import ADMIN_KEY, Stack
+from tests.helpers.ports import free_port
+from tests.helpers.samples import sample_sessions
+from tests.helpers.stack import ADMIN_KEY, Stack
 from workers.launch import ROOT
 
 if TYPE_CHECKING:
@@ -56,8 +56,7 @@ CHANGES: dict[str, Any] = {
 
 def sessions() -> list[dict[str, Any]]:
     """The bundled four-session sample, then the session of changes."""
-    sample = json.loads((ROOT / "cli" / "samples" / "sample_conversation.json").read_text())
-    return [{**s, "participants": sample["participants"]} for s in sample["sessions"]] + [CHANGES]
+    return [*sample_sessions(), CHANGES]
 
 
 def missing_browser() -> str | None:
@@ -111,19 +110,13 @@ def sign_in(page: Page, url: str, key: str, then: str = "#/") -> None:
     page.wait_for_selector("#sign-out:not([hidden])")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def api_without_workers(env: dict[str, str], redis_url: str, log: Path) -> Iterator[str]:
     """The API alone on `redis_url` (flushed), where no worker listens, waiting 2 s for one;
     yields its URL."""
     client = redis.Redis.from_url(redis_url)
     client.flushdb()
-    port = _free_port()
+    port = free_port()
     env = {**env, "ATOMMEM_BROKER__URL": redis_url, "ATOMMEM_API__QUERY_TIMEOUT_S": "2"}
     with log.open("wb") as out:
         api = subprocess.Popen(
