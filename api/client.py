@@ -333,8 +333,9 @@ class AtomMem:
         self,
         job_ids: str | Iterable[str],
         timeout: float | None = 600.0,
-        on_progress: Callable[[int], None] | None = None,
         poll: float = 0.5,
+        *,
+        on_progress: Callable[[int], None] | None = None,
     ) -> list[Job]:
         """Block until every job is done or failed (`timeout=None`: however long it takes);
         `on_progress` hears how many finished so far. TimeoutError names how many are not."""
@@ -478,8 +479,9 @@ class AsyncAtomMem:
         self,
         job_ids: str | Iterable[str],
         timeout: float | None = 600.0,
-        on_progress: Callable[[int], None] | None = None,
         poll: float = 0.5,
+        *,
+        on_progress: Callable[[int], None] | None = None,
     ) -> list[Job]:
         waiting = _Waiting(job_ids, timeout, on_progress)
         while True:

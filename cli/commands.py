@@ -53,12 +53,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             raise InvalidInput(f"{path}: the file names no space; pass --space")
         batches += [(space, s) for s in data.sessions]
     mem = memory(args)
-    for space in dict.fromkeys(space for space, _ in batches):
-        if args.create_space:
-            with contextlib.suppress(Conflict):  # exists already: fine
-                mem.create_space(space)
-        else:
-            mem.get_space(space)  # not found: nothing is queued
+    for space in dict.fromkeys(space for space, _ in batches) if args.create_space else ():
+        with contextlib.suppress(Conflict):  # exists already: fine
+            mem.create_space(space)
     warm(mem)
     started = time.perf_counter()
     resume_open(mem)

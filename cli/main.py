@@ -12,6 +12,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from celery.exceptions import TimeoutError as CeleryTimeout
+
 from cli.bench import cmd_bench_locomo, cmd_bench_report, cmd_bench_scale
 from cli.commands import (
     cmd_ask,
@@ -213,6 +215,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except AtomMemError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (TimeoutError, CeleryTimeout):
+        print("error: no worker answered in time; check that workers run", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: run the same command again to resume", file=sys.stderr)

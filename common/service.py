@@ -57,6 +57,7 @@ class Memory(Protocol):
         self,
         job_ids: Sequence[str],
         timeout: float | None = ...,
+        *,
         on_progress: Progress | None = ...,
     ) -> list[Job]: ...
 
@@ -171,7 +172,10 @@ class TenantMemory:
 
     def create_space(self, name: str) -> Space:
         """A new, empty space (`Conflict` when the name is taken)."""
-        SpaceCreate(name=name)  # the API's rule for names
+        try:
+            SpaceCreate(name=name)  # the API's rule for names: one a URL path can carry
+        except ValidationError as exc:
+            raise InvalidInput(f"space {first_error(exc.errors())}") from None
         with self._writing():
             return self.producer.create_space(self.tenant, name, self._admin_s)
 
@@ -189,8 +193,9 @@ class TenantMemory:
         return job
 
     def add_many(self, items: Sequence[tuple[str, RawSession]]) -> list[Job]:
-        """Queue sessions of one or more spaces in one call (each space checked once): every
-        one gets its place in its space's sequence before any is sent."""
+        """Queue sessions of one or more spaces in one call (each space checked once, the
+        call one write): every one gets its place in its space's sequence before any is
+        sent."""
         with self._writing():
             sessions = [(space, self._checked(session)) for space, session in items]
             for space in dict.fromkeys(space for space, _ in sessions):
@@ -220,6 +225,7 @@ class TenantMemory:
         self,
         job_ids: Sequence[str],
         timeout: float | None = None,
+        *,
         on_progress: Progress | None = None,
     ) -> list[Job]:
         """Block until every job is done or failed; report how many finished so far."""

@@ -26,6 +26,7 @@ from kombu.transport import memory
 
 from common.celery_config import celery_config
 from common.queues import Queue
+from common.store.base import Kind
 from common.store.coordination.locks import SqliteLocks
 from workers import runtime
 from workers.celery_app import app
@@ -160,7 +161,10 @@ class EmbeddedWorker:
         app.set_default()
         locks = runtime.coordination().locks
         if isinstance(locks, SqliteLocks):
-            locks.clear_locks()  # held by a process that is gone: local mode has one owner
+            # Held by a process that is gone: local mode has one owner. The store is opened
+            # first, so a process that does not own it (StoreBusy) leaves the locks alone.
+            runtime.context().store.count(Kind.SPACES, "-", None)
+            locks.clear_locks()
         worker_state.should_terminate = None
         self._controller = _Controller(
             app=app,
