@@ -18,7 +18,7 @@ import redis
 
 from tests.helpers.ports import free_port
 from tests.helpers.samples import sample_sessions
-from tests.helpers.stack import ADMIN_KEY, Stack
+from tests.helpers.stack import ADMIN_KEY, Stack, api_ready
 from workers.launch import ROOT
 
 if TYPE_CHECKING:
@@ -126,16 +126,7 @@ def api_without_workers(env: dict[str, str], redis_url: str, log: Path) -> Itera
         )  # fmt: skip
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if api.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"api not ready:\n{log.read_text()[-3000:]}")
-                time.sleep(0.2)
+            api_ready(url, api, log)
             yield url
         finally:
             api.terminate()

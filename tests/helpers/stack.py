@@ -50,6 +50,21 @@ class Stack:
         )
 
 
+def api_ready(url: str, api: subprocess.Popen[bytes], log: Path, timeout: float = 60) -> None:
+    """Until the API process at `url` answers /readyz with 200; its log's tail if it exits or
+    the time runs out first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=10).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if api.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"api not ready:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+
+
 @contextmanager
 def running_stack(redis_url: str, data: Path) -> Iterator[Stack]:
     """A worker and the API on `redis_url` (flushed before and after), stopped on exit."""
@@ -77,16 +92,7 @@ def running_stack(redis_url: str, data: Path) -> Iterator[Stack]:
     url = f"http://127.0.0.1:{port}"
     try:
         worker.wait_ready()
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=10).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if api.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"api not ready:\n{(data / 'api.log').read_text()[-3000:]}")
-            time.sleep(0.3)
+        api_ready(url, api, data / "api.log")
         yield Stack(url=url, env=env, data=data, redis=client, worker=worker)
     finally:
         api.terminate()
