@@ -90,6 +90,7 @@ def _query_and_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentP
 
     p = sub.add_parser("ask", help="an answer from memory with its evidence (query queue)")
     p.add_argument("--space", required=True)
+    p.add_argument("--json", action="store_true")
     p.add_argument("question")
     p.set_defaults(func=cmd_ask)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Mapping
 
 from common.llm import usage
@@ -48,9 +47,14 @@ def print_hits(result: SearchResponse, limit: int | None = None) -> None:
         print(f"  ({result.pending_cut} pending turns of a long backlog were not searched)")
 
 
+# What `--json` prints: what the text shows (the question aside), as one JSON object.
+SHOWN = {"hits", "profiles", "pending", "pending_cut"}
+ANSWERED = SHOWN | {"answer", "answer_fact_ids", "llm_usage"}
+
+
 def show_search(args: argparse.Namespace, result: SearchResponse) -> int:
     if args.json:
-        print(json.dumps([hit.model_dump(mode="json") for hit in result.hits]))
+        print(result.model_dump_json(include=SHOWN))
         return 0
     print(f"Q: {args.question}")
     print_hits(result)
@@ -58,6 +62,9 @@ def show_search(args: argparse.Namespace, result: SearchResponse) -> int:
 
 
 def show_answer(args: argparse.Namespace, result: AskResponse) -> int:
+    if args.json:
+        print(result.model_dump_json(include=ANSWERED))
+        return 0
     print(f"Q: {args.question}\nA: {result.answer}")
     line = usage_line(result.llm_usage)
     if line:

@@ -4,6 +4,7 @@ comes from the project's models; every failure a caller can act on comes back as
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from datetime import UTC, date, datetime
@@ -13,10 +14,12 @@ import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, field_validator
 
-from api.mcp.errors import explain
+from api.mcp.errors import explain, unreadable
 from common.models import ids
 from common.models.api import (
     MAX_TEXT,
@@ -32,6 +35,7 @@ from common.models.api import (
 )
 from common.models.jobs import FINISHED, Job
 from common.models.memory import Event, Fact, Profile, ProfileVersion
+from common.models.names import person_name
 from common.models.query import AskResponse, SearchResponse
 from common.models.responses import ErasureReceipt, FactHistory, Page, Space, SpaceList
 from common.models.session import NOT_BLANK, not_blank
@@ -49,10 +53,23 @@ messages), then ask questions (ask for an answer with its evidence, search for r
 read a person's profile as it stood on a date (get_profile), and list or erase what is stored.
 Start with list_spaces; a space must exist (create_space) before sessions go into it."""
 
+
+def _segment(value: str) -> str:
+    """An id the tools hand on, refused as the HTTP routes refuse it: '.' and '..' are no
+    URL path segment, so no space, session, fact or job has one."""
+    if value in (".", ".."):
+        raise ValueError(f"{value!r} cannot be an id: no space, session, fact or job has it")
+    return value
+
+
+# Tool arguments are as strict as the HTTP bodies: an integer or a flag is a JSON number or
+# boolean, never the text "5" or "yes" (nor an integer `true`).
 SpaceArg = Annotated[
     str,
     Field(min_length=1, max_length=128, description="the space: one person's or agent's memory"),
+    AfterValidator(_segment),
 ]
+ItemId = Annotated[str, Field(min_length=1), AfterValidator(_segment)]
 Question = Annotated[
     str,
     Field(
@@ -65,20 +82,26 @@ Question = Annotated[
 K = Annotated[
     int | None,
     Field(
-        ge=1, le=100, description="how many facts to return (default: retrieval.final_top_k, 10)"
+        ge=1,
+        le=100,
+        strict=True,
+        description="how many facts to return (default: retrieval.final_top_k, 10)",
     ),
 ]
 Mode = Annotated[
     RecallMode | None,
     Field(description="the recall mode; leave unset for the configured one (`full`)"),
 ]
-Limit = Annotated[int, Field(ge=1, le=1000, description="how many items in this page")]
-Offset = Annotated[int, Field(ge=0, le=10_000_000, description="how many items to skip")]
+Limit = Annotated[int, Field(ge=1, le=1000, strict=True, description="how many items in this page")]
+Offset = Annotated[
+    int, Field(ge=0, le=10_000_000, strict=True, description="how many items to skip")
+]
 Wait = Annotated[
     bool,
     Field(
+        strict=True,
         description=f"true: block until the session is in memory (up to {WAIT_S:.0f} s) and "
-        "return the finished job; false: return the queued job at once (follow it with get_job)"
+        "return the finished job; false: return the queued job at once (follow it with get_job)",
     ),
 ]
 
@@ -218,18 +241,18 @@ async def add_messages(
     its participants. Use it for a chat that just ended."""
     if session_id is None:  # the same conversation however its time and names are written
         utc = time.astimezone(UTC) if time.tzinfo else time.replace(tzinfo=UTC)
-        said = [{"speaker": m.speaker.strip(), "text": m.text} for m in messages]
+        said = [{"speaker": person_name(m.speaker), "text": m.text} for m in messages]
         session_id = "mcp-" + ids.content_hash({"time": utc.isoformat(), "messages": said})[:16]
     body = SessionBody(
         session_id=session_id,
         started_at=time,
-        participants=list(dict.fromkeys(m.speaker.strip() for m in messages)),
+        participants=list(dict.fromkeys(person_name(m.speaker) for m in messages)),
         turns=[TurnBody(speaker=m.speaker, text=m.text) for m in messages],
     )
     return await _submitted(_memory(ctx), space, body, wait)
 
 
-def get_job(ctx: Context, job_id: Annotated[str, Field(min_length=1)]) -> Job:
+def get_job(ctx: Context, job_id: ItemId) -> Job:
     """A queued session's job: its state (queued, extracting, committing, profiling, done or
     failed with the reason) and what it added."""
     return _memory(ctx).job(job_id)
@@ -266,12 +289,12 @@ def get_profile(
     the version valid on `as_of`, or the current one. A trait that changed keeps its earlier
     versions, so `as_of` answers 'where did she live in April?'."""
     profiles: list[Profile] = _memory(ctx).get_all(space, "profiles")
-    wanted = person.strip().casefold()
+    wanted = person_name(person)  # the identity rule of every path: case counts
     theirs = sorted(
-        (p for p in profiles if p.person.casefold() == wanted), key=lambda p: (p.t_from, p.id)
+        (p for p in profiles if person_name(p.person) == wanted), key=lambda p: (p.t_from, p.id)
     )
     if not theirs:
-        people = ", ".join(sorted({p.person for p in profiles})) or "none yet"
+        people = ", ".join(sorted({person_name(p.person) for p in profiles})) or "none yet"
         raise ToolError(
             f"not found: no profile of {person!r} in space {space!r} (people with profiles: "
             f"{people})"
@@ -297,25 +320,19 @@ def list_events(
     return _memory(ctx).page(space, "events", limit, offset)
 
 
-def fact_history(
-    ctx: Context, space: SpaceArg, fact_id: Annotated[str, Field(min_length=1)]
-) -> FactHistory:
+def fact_history(ctx: Context, space: SpaceArg, fact_id: ItemId) -> FactHistory:
     """How a fact came to read as it does: its earlier texts, the session that replaced each,
     and the sessions and turns it was drawn from (provenance)."""
     return _memory(ctx).history(space, fact_id)
 
 
-def erase_fact(
-    ctx: Context, space: SpaceArg, fact_id: Annotated[str, Field(min_length=1)]
-) -> ErasureReceipt:
+def erase_fact(ctx: Context, space: SpaceArg, fact_id: ItemId) -> ErasureReceipt:
     """Erase a fact for good, and rewrite the events and profiles built from it. Returns the
     ids of what was deleted or rewritten."""
     return _memory(ctx).delete(space, fact_id=fact_id)
 
 
-def erase_session(
-    ctx: Context, space: SpaceArg, session_id: Annotated[str, Field(min_length=1)]
-) -> ErasureReceipt:
+def erase_session(ctx: Context, space: SpaceArg, session_id: ItemId) -> ErasureReceipt:
     """Erase a session's contribution: its raw record, the facts only it supports, its updates
     to other facts (they get back their earlier state), and what was built from them."""
     return _memory(ctx).delete(space, session_id=session_id)
@@ -354,6 +371,28 @@ class MemoryServer(MCPServer[Any]):
         for tool, hints in TOOLS:
             described = " ".join((tool.__doc__ or "").split())  # the docstring, unwrapped
             self.add_tool(tool, description=described, annotations=hints)
+
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio transport, with every line it cannot read answered: the SDK drops
+        such a line (a request holding a lone surrogate, a trailing NUL, garbage) and the
+        client would wait for a reply that never comes."""
+        async with stdio_server() as (read_stream, write_stream):
+            relay_in, relayed = anyio.create_memory_object_stream[SessionMessage | Exception]()
+
+            async def relay() -> None:
+                async with relay_in:
+                    async for item in read_stream:
+                        if isinstance(item, Exception):
+                            with contextlib.suppress(anyio.ClosedResourceError):
+                                await write_stream.send(SessionMessage(unreadable(item)))
+                        else:
+                            await relay_in.send(item)
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(relay)
+                server = self._lowlevel_server
+                await server.run(relayed, write_stream, server.create_initialization_options())
+                tasks.cancel_scope.cancel()
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context | None = None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
@@ -172,12 +172,15 @@ class SessionBody(Strict):
 
     def to_session(self) -> SessionInput:
         """The session as ingest takes it (its own checks: speakers, repeated turn ids)."""
-        started = self.started_at
-        if started.tzinfo is not None:  # memory keeps naive UTC times
+        started, offset = self.started_at, None
+        if started.tzinfo is not None:  # memory keeps naive UTC times, and the offset apart
+            minutes = int((started.utcoffset() or timedelta()).total_seconds() // 60)
+            offset = minutes or None
             started = started.astimezone(UTC).replace(tzinfo=None)
         return SessionInput(
             session_id=self.session_id,
             started_at=started,
+            utc_offset=offset,
             participants=self.participants,
             turns=[Turn(**t.model_dump()) for t in self.turns],
             seq=self.seq,

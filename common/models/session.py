@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from common.models import ids
+from common.models.names import SPACE, person_name
 from common.models.plan import Plan
 
 NAME_MAX = 128
+OFFSET_MAX = 24 * 60 - 1  # minutes: every UTC offset a datetime can carry
 MAX_ORDER = 2**53  # seq and positions: exact as JSON numbers and Redis scores
 
-# Blank means only these (Python's `str.isspace` and the byte order mark), written so that
-# Python, ECMA-262 (the OpenAPI schema) and Rust regexes read them alike.
-_SPACE = (
-    r"\u0009-\u000d\u001c-\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f"
-    r"\u3000\ufeff"
-)
-NOT_BLANK = rf"[^{_SPACE}]"
+NOT_BLANK = rf"[^{SPACE}]"
 
 
 def not_blank(value: str) -> bool:
@@ -44,7 +40,7 @@ class Turn(BaseModel):
     def _strip_speaker(cls, value: str) -> str:
         if not not_blank(value):
             raise ValueError("speaker is blank")
-        return value.strip()
+        return person_name(value)
 
 
 class SessionInput(BaseModel):
@@ -57,19 +53,28 @@ class SessionInput(BaseModel):
     seq: int | None = Field(
         default=None, ge=0, le=MAX_ORDER, description="Order of the session in its space."
     )
+    utc_offset: int | None = Field(
+        default=None,
+        ge=-OFFSET_MAX,
+        le=OFFSET_MAX,
+        description="Minutes east of UTC where the session took place, beside a naive UTC "
+        "`started_at`: relative phrases are anchored in that local time.",
+    )
 
     @field_validator("participants")
     @classmethod
     def _clean_participants(cls, value: list[str]) -> list[str]:
         if not all(not_blank(p) for p in value):
             raise ValueError("a participant name is blank")
-        cleaned = [p.strip() for p in value]
+        cleaned = [person_name(p) for p in value]
         if len(set(cleaned)) != len(cleaned):
             raise ValueError(f"participants repeat a name: {cleaned}")
         return cleaned
 
     @model_validator(mode="after")
     def _check_turns(self) -> SessionInput:
+        if self.utc_offset is not None and self.started_at.tzinfo is not None:
+            raise ValueError("utc_offset goes with a naive started_at, not one with an offset")
         known = set(self.participants)
         seen: set[str] = set()
         for index, turn in enumerate(self.turns):
@@ -92,7 +97,18 @@ class SessionInput(BaseModel):
     def content_hash(self) -> str:
         """What the session says, hashed: the same id with another hash is other content
         (its order in the space aside)."""
-        return ids.content_hash(self.model_dump(mode="json", exclude={"seq"}))
+        # The offset is left out: the same words at the same instant are the same session,
+        # as they were when sessions were stored without one.
+        return ids.content_hash(self.model_dump(mode="json", exclude={"seq", "utc_offset"}))
+
+    @property
+    def local_time(self) -> datetime:
+        """The start as a naive wall-clock time where the session took place, the time that
+        "yesterday" and "today" are anchored in: a time with an offset read in that offset,
+        a naive one shifted by `utc_offset` (naive UTC when there is none)."""
+        if self.started_at.tzinfo is not None:
+            return self.started_at.replace(tzinfo=None)
+        return self.started_at + timedelta(minutes=self.utc_offset or 0)
 
     @property
     def order(self) -> int:

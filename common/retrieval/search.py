@@ -16,6 +16,7 @@ from common.errors import InvalidInput
 from common.llm import usage
 from common.llm.contracts import Answer, EvidenceItem, QueryIntent
 from common.models.memory import Event, Fact, FactTime, Profile, ProfileVersion
+from common.models.names import nfc
 from common.models.query import (
     AskResponse,
     EventHit,
@@ -219,6 +220,7 @@ def search(
     beside the facts in every mode."""
     if not question.strip():
         raise InvalidInput("the question is empty")
+    question = nfc(question)  # names in it match the participants', kept in NFC
     clock = _Clock()
     space_record = records.require_space(ctx.store, tenant, space)
     index = ctx.index(tenant, space)

@@ -35,7 +35,7 @@ def test_ingest_is_idempotent_and_memory_answers(tmp_path: Path) -> None:
 
     hits = run(tmp_path, "search", "--space", "demo", "--json", "When did Tom adopt a puppy?")
     assert hits.returncode == 0, hits.stderr
-    ranked = json.loads(hits.stdout)
+    ranked = json.loads(hits.stdout)["hits"]
     assert "beagle" in ranked[0]["text"] and ranked[0]["turn_ids"] == ["s1:3"]
 
     profiles_out = run(tmp_path, "profiles", "--space", "demo")

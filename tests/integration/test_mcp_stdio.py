@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import unicodedata
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -94,9 +97,13 @@ def test_profile_as_of_a_date_before_and_after_the_move(served: tuple[Tools, Any
     assert _lives(before) == [
         ("Priya lives in Boston with Priya's sister Anika.", "2024-03-04", "2024-06-02")
     ]
-    after = tools.ok("get_profile", space="demo", person="priya", as_of="2024-07-01")
+    after = tools.ok("get_profile", space="demo", person=" Priya ", as_of="2024-07-01")
     denver = [("Priya lives in Denver now, and Priya misses Anika a lot.", "2024-06-02", None)]
     assert after["person"] == "Priya" and _lives(after) == denver
+    # case counts, as on every other path: "priya" is someone else
+    assert "not found: no profile of 'priya'" in tools.error(
+        "get_profile", space="demo", person="priya"
+    )
     assert _lives(tools.ok("get_profile", space="demo", person="Priya")) == denver
     assert "people with profiles: Priya, Tom" in tools.error(
         "get_profile", space="demo", person="Bob"
@@ -165,3 +172,148 @@ def test_bad_input_is_a_tool_error_naming_the_field(served: tuple[Tools, Any]) -
     assert "conflict: space 'demo' already exists" in tools.error("create_space", name="demo")
     # the server keeps serving
     assert tools.ok("list_spaces")["items"][0]["counts"]["sessions"] >= 4
+
+
+def test_arguments_are_as_strict_as_the_http_bodies(served: tuple[Tools, Any]) -> None:
+    tools, _ = served
+    question = "Where does Priya live?"
+    for k in ("5", True):
+        assert "invalid: k: Input should be a valid integer" in tools.error(
+            "search", space="demo", question=question, k=k
+        )
+    assert "invalid: limit: Input should be a valid integer" in tools.error(
+        "list_facts", space="demo", limit="5"
+    )
+    chat = {"time": "2024-08-03T09:00:00Z", "messages": [{"speaker": "Tom", "text": "Hi."}]}
+    assert "invalid: wait: Input should be a valid boolean" in tools.error(
+        "add_messages", space="demo", wait="yes", **chat
+    )
+    assert tools.ok("search", space="demo", question=question, k=5)["hits"]
+
+
+@pytest.mark.parametrize("dots", [".", ".."])
+def test_dot_ids_are_invalid_not_a_traceback(served: tuple[Tools, Any], dots: str) -> None:
+    tools, _ = served
+    calls: list[tuple[str, dict[str, str]]] = [
+        ("fact_history", {"space": "demo", "fact_id": dots}),
+        ("erase_fact", {"space": "demo", "fact_id": dots}),
+        ("erase_session", {"space": "demo", "session_id": dots}),
+        ("get_job", {"job_id": dots}),
+        ("list_facts", {"space": dots}),
+    ]
+    for name, arguments in calls:
+        said = tools.error(name, **arguments)
+        assert "invalid: " in said and "cannot be an id" in said, said
+        assert "Error executing tool" not in said and "Traceback" not in said, said
+    assert tools.ok("list_facts", space="demo", limit=1)["total"] >= 1
+
+
+def test_one_person_in_either_unicode_form(served: tuple[Tools, Any]) -> None:
+    """José written with a combining accent (NFD) is the José written with "é" (NFC): one
+    participant, one profile, found by either form; the refusal names him once."""
+    tools, _ = served
+    nfc, nfd = unicodedata.normalize("NFC", "José"), unicodedata.normalize("NFD", "José")
+    tools.ok("create_space", name="names")
+    session = {
+        "session_id": "j1",
+        "started_at": "2024-04-01T10:00:00Z",
+        "participants": [nfd, "Ann"],
+        "turns": [
+            {"speaker": nfc, "text": "I live in Lisbon with my two cats, Figo and Nata."},
+            {"speaker": nfd, "text": "I work as a baker at a small shop near the river."},
+            {"speaker": "Ann", "text": "That sounds lovely, I should visit Lisbon soon."},
+        ],
+    }
+    assert tools.ok("add_session", space="names", session=session, wait=True)["state"] == "done"
+    for form in (nfc, nfd):
+        found = tools.ok("get_profile", space="names", person=form)
+        assert found["person"] == nfc and found["profiles"]
+        assert {p["person"] for p in found["profiles"]} == {nfc}
+    asked = tools.ok("search", space="names", question=f"Where does {nfd} live?")
+    assert asked["intent"]["participants"] == [nfc]
+    assert "Lisbon" in asked["hits"][0]["text"]
+    stranger = {**session, "session_id": "j2", "turns": [{"speaker": "Bo", "text": "Hello."}]}
+    said = tools.error("add_session", space="names", session=stranger)
+    assert f"unknown speaker 'Bo' (participants: {nfc}, Ann)" in said
+
+
+def test_every_unreadable_line_is_answered(tmp_path: Path) -> None:
+    """A line the SDK's transport cannot read gets a JSON-RPC error, with the request's id
+    where the line names one, and the server keeps serving."""
+    env = {k: v for k, v in os.environ.items() if k not in ELSEWHERE}
+    command = [sys.executable, "-m", "cli", "--data-dir", str(tmp_path), "mcp"]
+    with (tmp_path / "server.log").open("w") as log:
+        server = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, cwd=ROOT
+        )
+        assert server.stdin is not None and server.stdout is not None
+
+        def said(line: bytes) -> dict[str, Any]:
+            assert server.stdin is not None and server.stdout is not None
+            server.stdin.write(line + b"\n")
+            server.stdin.flush()
+            answer: dict[str, Any] = json.loads(server.stdout.readline())
+            return answer
+
+        try:
+            hello = {"protocolVersion": "2025-06-18", "capabilities": {}}
+            hello["clientInfo"] = {"name": "test", "version": "1"}
+            start = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello}
+            assert said(json.dumps(start).encode())["id"] == 0
+            call = b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"search",'
+            surrogate = call + b'"arguments":{"space":"demo","question":"\\ud800?"}}}'
+            cases = [
+                (b"garbage", None, -32700),
+                (b'{"jsonrpc":"2.0","id":1,"method":"ping"}\x00', 1, -32700),
+                (surrogate, 2, -32600),
+                (b'{"id":"x","hello":1}', "x", -32600),
+                (b'[{"jsonrpc":"2.0","id":4,"method":"ping"}]', None, -32600),
+            ]
+            for line, request, code in cases:
+                answer = said(line)
+                assert answer["jsonrpc"] == "2.0" and answer["id"] == request, answer
+                assert answer["error"]["code"] == code, answer
+            assert said(b'{"jsonrpc":"2.0","id":3,"method":"ping"}') == {
+                "jsonrpc": "2.0", "id": 3, "result": {}
+            }  # fmt: skip
+        finally:
+            server.stdin.close()
+            assert server.wait(timeout=60) == 0
+
+
+def test_dot_ids_through_the_sdk_are_invalid(tmp_path: Path) -> None:
+    """`atommem mcp` in front of a server (through the SDK): a '.' or '..' id is refused as
+    `invalid` before any request, where the SDK's own refusal was a bug's traceback."""
+    env = {k: v for k, v in os.environ.items() if k not in ELSEWHERE}
+    env |= {"ATOMMEM_API__URL": "http://127.0.0.1:9", "ATOMMEM_API__KEY": "amk_test"}
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "cli", "mcp"], env=env, cwd=ROOT
+    )
+    with (tmp_path / "server.log").open("w") as log, connected(stdio_client(params, log)) as tools:
+        for dots in (".", ".."):
+            said = tools.error("fact_history", space="demo", fact_id=dots)
+            assert "invalid: " in said and "cannot be an id" in said, said
+            said = tools.error("erase_session", space=dots, session_id="s1")
+            assert "invalid: " in said and "cannot be an id" in said, said
+        # an id that is one: the request goes out, and finds no server
+        assert "unavailable" in tools.error("fact_history", space="demo", fact_id="f1")
+
+
+def test_yesterday_is_read_in_the_sessions_own_offset(served: tuple[Tools, Any]) -> None:
+    """23:30 on 10 March in New York is 04:30 on 11 March in UTC: "yesterday" is 9 March."""
+    tools, _ = served
+    tools.ok("create_space", name="dates")
+    chat = {
+        "space": "dates",
+        "time": "2024-03-10T23:30:00-05:00",
+        "messages": [
+            {"speaker": "Tom", "text": "Yesterday I hiked up Bear Mountain with my brother."},
+            {"speaker": "Priya", "text": "Today I finally finished painting the kitchen."},
+        ],
+    }
+    assert tools.ok("add_messages", **chat, wait=True)["state"] == "done"
+    texts = [f["text"] for f in tools.ok("list_facts", space="dates")["items"]]
+    hiked = [t for t in texts if "Bear Mountain" in t]
+    painted = [t for t in texts if "kitchen" in t]
+    assert hiked and all("9 March 2024" in t for t in hiked), texts
+    assert painted and all("10 March 2024" in t for t in painted), texts

@@ -64,7 +64,7 @@ def assert_same(
 def search(data: Path) -> list[dict[str, object]]:
     out = run(data, "search", "--space", "demo", "--json", QUESTION)
     assert out.returncode == 0, out.stderr
-    hits: list[dict[str, object]] = json.loads(out.stdout)
+    hits: list[dict[str, object]] = json.loads(out.stdout)["hits"]
     return hits
 
 
