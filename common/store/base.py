@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from common.errors import AtomMemError
+from common.errors import AtomMemError, Unavailable
 
 if TYPE_CHECKING:
     from common.store.snapshots import IndexSnapshots
@@ -68,6 +68,11 @@ class StoreBusy(StoreError):
     """Another process owns the embedded store."""
 
 
+class StoreUnavailable(StoreError, Unavailable):
+    """The store cannot write now (disk full or read-only, a failed flush); nothing of the
+    refused write is acknowledged. The message names no path (the worker's log does)."""
+
+
 class StoreFormatError(StoreError):
     """The store directory holds something this version cannot open."""
 
@@ -85,7 +90,8 @@ class Store(Protocol):
 
     def write(self, points: Sequence[tuple[Kind, Point]]) -> None:
         """Upsert points of any kinds together: one engine operation where the backend has
-        a single log (Edge), else kind by kind in the order the kinds first appear."""
+        a single log (Edge), else kind by kind in the order the kinds first appear. Every
+        write is durable when it returns (Edge flushes, the server is asked to wait)."""
         ...
 
     def upsert(self, kind: Kind, points: Sequence[Point]) -> None:
@@ -115,7 +121,9 @@ class Store(Protocol):
     def count(self, kind: Kind, tenant: str, space: str | None) -> int: ...
 
     def compact(self) -> None:
-        """Physically drop deleted and replaced points (after an erasure)."""
+        """After an erasure: physically drop deleted and replaced points, from the files and
+        logs the backend controls (Edge rewrites its shard). Raises StoreError when it
+        cannot; the erasure is then not acknowledged."""
         ...
 
     def close(self) -> None: ...

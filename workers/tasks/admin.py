@@ -4,6 +4,7 @@ for producers that never open the store (the HTTP API)."""
 from __future__ import annotations
 
 import logging
+import sqlite3
 from typing import Any
 
 from celery import Task
@@ -17,7 +18,7 @@ from common.models.jobs import AdminPayload, ReadPayload
 from common.models.responses import JobList, Ping
 from common.producer import Producer
 from common.queues import Queue, TaskName
-from common.store.base import Kind
+from common.store.base import Kind, StoreUnavailable
 from common.store.coordination.locks import space_lock
 from common.store.persistence import rewrite_after_erasure
 from workers import runtime
@@ -80,9 +81,13 @@ def admin(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
         # Even after a refused erasure: the rerun of one whose worker died ends here.
         forget_space(self, p.tenant, p.space)
         try:
-            ctx.store.compact()  # the erased records leave the store's files too
-        except AtomMemError as exc:
-            log.warning("after an erasure in space %r: %s", p.space, exc)
+            # the erased records leave the store's files (and the journal's) too; until they
+            # have, the erasure is not acknowledged: its rerun compacts again
+            ctx.store.compact()
+            coord.scrub()
+        except (AtomMemError, sqlite3.Error) as exc:
+            log.error("after an erasure in space %r: %s", p.space, exc)
+            done = failure(exc if isinstance(exc, AtomMemError) else StoreUnavailable(str(exc)))
         url = settings.broker.url
         if url:
             rewrite_after_erasure([url, settings.broker.result_url or url])

@@ -31,6 +31,9 @@ class Coordination:
     waits: WaitSamples
     _close: Callable[[], None] = field(repr=False, compare=False)
     fair: FairLanes | None = None  # Redis only: the embedded process sends work straight on
+    # After an erasure: leave no deleted bytes in the backend's files (the SQLite journal's
+    # log; Redis's files are rewritten by `common.store.persistence`).
+    scrub: Callable[[], None] = field(default=lambda: None, repr=False, compare=False)
 
     @classmethod
     def redis(cls, url: str, job_ttl_s: int, max_hold_s: float = 3600.0) -> Coordination:
@@ -72,6 +75,7 @@ class Coordination:
             versions=SqliteVersions(journal),
             waits=SqliteWaits(journal),
             _close=close,
+            scrub=journal.scrub,
         )
 
     @classmethod
