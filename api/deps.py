@@ -3,8 +3,9 @@ the tenant's memory service, the key store, the settings."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import redis
 from celery import Celery
@@ -12,11 +13,14 @@ from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.auth import Caller, KeyStore
+from api.capacity import WaitSlots
 from common.celery_config import celery_config
 from common.producer import Producer
 from common.service import TenantMemory
 from common.settings import Settings
 from common.store.coordination.roles import Coordination
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -27,6 +31,7 @@ class Services:
     redis: redis.Redis
     keys: KeyStore
     producer: Producer
+    slots: WaitSlots
 
     @classmethod
     def build(cls, settings: Settings) -> Services:
@@ -42,11 +47,29 @@ class Services:
         producer = Producer(app, coord.jobs, coord.sequence)
         admin = settings.api.admin_key.get_secret_value() if settings.api.admin_key else None
         conn = redis.Redis.from_url(url, decode_responses=True)
-        return cls(settings=settings, redis=conn, keys=KeyStore(conn, admin), producer=producer)
+        return cls(
+            settings=settings,
+            redis=conn,
+            keys=KeyStore(conn, admin),
+            producer=producer,
+            slots=WaitSlots(settings.api),
+        )
 
     def memory(self, tenant: str) -> TenantMemory:
-        """The tenant's memory, its writes counted against its writes per minute."""
-        return TenantMemory(self.producer, tenant, self.settings.api, quota=self.keys)
+        """The tenant's memory, its writes counted against its writes per minute and each
+        call that waits on a worker holding one of the tenant's slots (`api.capacity`)."""
+        return TenantMemory(
+            self.producer,
+            tenant,
+            self.settings.api,
+            quota=self.keys,
+            waiting=self.slots.gate(tenant),
+        )
+
+    async def waiting(self, call: Callable[[], T]) -> T:
+        """A route's call that may wait on a worker, on the waiting pool's threads (never the
+        pool the key checks and Redis-only routes run in)."""
+        return await self.slots.run(call)
 
 
 def services(request: Request) -> Services:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio.to_thread
 from fastapi import FastAPI
 from starlette.routing import Route
 
@@ -28,6 +29,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.services = Services.build(settings)
+        # The MCP tools' waits on workers run in anyio's default pool (the SDK's); they hold
+        # at most `api.wait_slots` of its threads, and the pool keeps its own 40 beside them
+        # for key checks and Redis-only work (`api.capacity`).
+        anyio.to_thread.current_default_thread_limiter().total_tokens += settings.api.wait_slots
         async with mcp.running():  # the MCP transport's tasks live as long as the app
             yield
         app.state.services.redis.close()
@@ -40,6 +45,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         'one body, `{"detail": "..."}`.',
         lifespan=lifespan,
         responses=errors.declared(422),  # in place of FastAPI's own, a second error shape
+        # FastAPI's /docs and /redoc load their scripts from a CDN, on the origin /ui and its
+        # keys live on; no installed package ships them, so they are not served.
+        # /openapi.json stays: any OpenAPI viewer or client generator reads it.
+        docs_url=None,
+        redoc_url=None,
     )
     for router in (health, spaces, sessions, memory, query, admin, metrics):
         app.include_router(router.router)

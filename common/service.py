@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Literal, Protocol, overload
 
 import redis
@@ -106,10 +107,11 @@ class WriteQuota(Protocol):
 
 
 class OverQuota(AtomMemError):
-    """Over the tenant's writes per minute (the API's 429); `retry_after` in whole seconds."""
+    """Over one of the tenant's limits (the API's 429): its writes per minute, or its share of
+    the requests waiting on workers (`api.capacity`); `retry_after` in whole seconds."""
 
-    def __init__(self, per_minute: int, wait_s: float) -> None:
-        super().__init__(f"over {per_minute} writes per minute for this tenant")
+    def __init__(self, message: str, wait_s: float) -> None:
+        super().__init__(message)
         self.retry_after = max(1, math.ceil(wait_s))
 
 
@@ -127,7 +129,8 @@ class TenantMemory:
     """A tenant's memory through the producer (embedded store or queues): the API's limits on
     a session, its space checked before it is queued, reads on the query queue and writes as
     admin tasks, each within its timeout. With `quota`, each write counts against the tenant's
-    writes per minute, and a refused write gives its place back."""
+    writes per minute, and a refused write gives its place back. With `waiting`, each call
+    that waits on a worker's reply holds what it gives (the API's slot) while it waits."""
 
     def __init__(
         self,
@@ -135,11 +138,13 @@ class TenantMemory:
         tenant: str,
         limits: ApiSettings,
         quota: WriteQuota | None = None,
+        waiting: Callable[[], AbstractContextManager[None]] | None = None,
     ) -> None:
         self.producer = producer
         self.tenant = tenant
         self._limits = limits
         self._quota = quota
+        self._waiting = waiting or contextlib.nullcontext
 
     @contextlib.contextmanager
     def _writing(self) -> Iterator[None]:
@@ -149,7 +154,7 @@ class TenantMemory:
         per_minute = self._limits.writes_per_minute
         counter, wait = self._quota.allow_write(self.tenant, per_minute)
         if wait is not None:
-            raise OverQuota(per_minute, wait)
+            raise OverQuota(f"over {per_minute} writes per minute for this tenant", wait)
         try:
             yield
         except (AtomMemError, ValidationError):  # refused: nothing was written
@@ -168,7 +173,8 @@ class TenantMemory:
         return self._limits.admin_timeout_s
 
     def list_spaces(self) -> list[Space]:
-        return self.producer.spaces(self.tenant, self._read_s).items
+        with self._waiting():
+            return self.producer.spaces(self.tenant, self._read_s).items
 
     def create_space(self, name: str) -> Space:
         """A new, empty space (`Conflict` when the name is taken)."""
@@ -176,15 +182,16 @@ class TenantMemory:
             SpaceCreate(name=name)  # the API's rule for names: one a URL path can carry
         except ValidationError as exc:
             raise InvalidInput(f"space {first_error(exc.errors())}") from None
-        with self._writing():
+        with self._writing(), self._waiting():
             return self.producer.create_space(self.tenant, name, self._admin_s)
 
     def get_space(self, space: str) -> Space:
-        return self.producer.space(self.tenant, space, self._read_s)
+        with self._waiting():
+            return self.producer.space(self.tenant, space, self._read_s)
 
     def delete_space(self, space: str) -> ErasureReceipt:
         """Erase the space with everything in it; sessions in flight are cancelled."""
-        with self._writing():
+        with self._writing(), self._waiting():
             return self.producer.erase(self.tenant, space, "erase_space", None, self._admin_s)
 
     def add(self, space: str, session: RawSession) -> Job:
@@ -248,7 +255,10 @@ class TenantMemory:
         explain: bool = False,
     ) -> SearchResponse:
         """Ranked facts (with `explain`, the recall graph)."""
-        return self.producer.search(self.tenant, space, question, k, self._read_s, mode, explain)
+        with self._waiting():
+            return self.producer.search(
+                self.tenant, space, question, k, self._read_s, mode, explain
+            )
 
     def ask(
         self,
@@ -259,11 +269,13 @@ class TenantMemory:
         explain: bool = False,
     ) -> AskResponse:
         """An answer from memory with the facts it used."""
-        return self.producer.ask(self.tenant, space, question, self._read_s, k, mode, explain)
+        with self._waiting():
+            return self.producer.ask(self.tenant, space, question, self._read_s, k, mode, explain)
 
     def page(self, space: str, kind: Kind, limit: int = PAGE, offset: int = 0) -> Page[Any]:
         """A page of the space's facts (in session order), events or profiles."""
-        return self.producer.page(self.tenant, space, kind, limit, offset, self._read_s)
+        with self._waiting():
+            return self.producer.page(self.tenant, space, kind, limit, offset, self._read_s)
 
     @overload
     def get_all(self, space: str, kind: Literal["facts"] = ...) -> list[Fact]: ...
@@ -288,32 +300,37 @@ class TenantMemory:
     def get(self, space: str, item_id: str, kind: Literal["profiles"]) -> Profile: ...
     def get(self, space: str, item_id: str, kind: Kind = "facts") -> Fact | Event | Profile:
         """One fact, event or profile by id, with its history and provenance."""
-        return self.producer.record(self.tenant, space, kind, item_id, self._read_s)
+        with self._waiting():
+            return self.producer.record(self.tenant, space, kind, item_id, self._read_s)
 
     def history(self, space: str, fact_id: str) -> FactHistory:
         return FactHistory.of(self.get(space, fact_id))
 
     def session_page(self, space: str, limit: int = PAGE, offset: int = 0) -> Page[SessionSummary]:
         """Stored sessions in session order, with their commit state and what each added."""
-        return self.producer.sessions(self.tenant, space, limit, offset, self._read_s)
+        with self._waiting():
+            return self.producer.sessions(self.tenant, space, limit, offset, self._read_s)
 
     def session(self, space: str, session_id: str) -> StoredSession:
         """A stored session with its turns, as submitted."""
-        return self.producer.stored_session(self.tenant, space, session_id, self._read_s)
+        with self._waiting():
+            return self.producer.stored_session(self.tenant, space, session_id, self._read_s)
 
     def delete(
         self, space: str, fact_id: str | None = None, session_id: str | None = None
     ) -> ErasureReceipt:
         """Erase a fact, or a session's contribution; returns what was removed."""
         op, item_id = erase_target(fact_id, session_id)
-        with self._writing():
+        with self._writing(), self._waiting():
             return self.producer.erase(self.tenant, space, op, item_id, self._admin_s)
 
     def rebuild(self, source: str, into: str) -> list[Job]:
         """Re-run the stored sessions of `source` into `into` as ordinary jobs (an operator's
         call: it re-extracts the whole space)."""
-        return self.producer.rebuild(self.tenant, source, into, self._admin_s)
+        with self._waiting():
+            return self.producer.rebuild(self.tenant, source, into, self._admin_s)
 
     def flush_profiles(self, space: str) -> None:
         """Run the space's profile batch now, and wait for it."""
-        self.producer.flush_profiles(self.tenant, space, self._admin_s)
+        with self._waiting():
+            self.producer.flush_profiles(self.tenant, space, self._admin_s)

@@ -27,7 +27,8 @@ _bearer = HTTPBearer(auto_error=False)
 
 
 def tenant_memory(ctx: Context) -> Memory:
-    """The memory of the tenant whose key sent this tool call."""
+    """The memory of the tenant whose key sent this tool call; each of its waits on a worker
+    holds one of the tenant's slots, as the routes' do."""
     request = ctx.request_context.request
     if not isinstance(request, Request) or not isinstance(name := request.scope.get(TENANT), str):
         raise RuntimeError("an MCP request reached the tools without passing the key gate")
@@ -68,6 +69,8 @@ class McpEndpoint:
             credentials = await _bearer(request)
             svc = services(request)
             # the routes' own checks (KeyStore.identify, the admin key refused), off the loop
+            # in anyio's default pool, where waits on workers never take its last 40 threads
+            # (`api.capacity`)
             name = tenant(await anyio.to_thread.run_sync(caller, svc, credentials))
         except HTTPException as exc:
             await reply(exc.status_code, str(exc.detail), exc.headers)(scope, receive, send)

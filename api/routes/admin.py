@@ -47,7 +47,7 @@ def revoke_key(key_id: str, svc: ServicesDep, _: Admin, tenant: str = TenantName
     status_code=status.HTTP_202_ACCEPTED,
     responses=declared(404, 409, 504),
 )
-def rebuild_space(
+async def rebuild_space(
     body: SpaceRebuild,
     svc: ServicesDep,
     _: Admin,
@@ -58,5 +58,10 @@ def rebuild_space(
     workers' current configuration into `into` (created when missing), as ordinary jobs; the
     source keeps serving. An operator's call: it re-extracts the whole space. The same
     rebuild again is the same jobs (it resumes); a target holding other memory is a 409."""
-    svc.keys.require_tenant(tenant)
-    return JobList(items=svc.memory(tenant).rebuild(space, body.into))
+    memory = svc.memory(tenant)
+
+    def rebuild() -> JobList:
+        svc.keys.require_tenant(tenant)
+        return JobList(items=memory.rebuild(space, body.into))
+
+    return await svc.waiting(rebuild)

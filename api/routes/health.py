@@ -2,7 +2,8 @@
 
 Both probes are `async def` and run on the event loop, so they answer while every request
 thread is busy with a slow query; neither goes through a task queue, so a queue backlog never
-takes API pods out of the Service.
+takes API pods out of the Service. Readiness fails while this process's slots for requests
+waiting on workers are all taken (`api.capacity`): it would refuse them with 503.
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ async def readyz(
         ),
     ] = False,
 ) -> Readiness | JSONResponse:
-    """Ready when Redis, which every route needs, answers PING on a new connection."""
+    """Ready when Redis, which every route needs, answers PING on a new connection, and a slot
+    is free for a request that waits on a worker: a process whose `api.wait_slots` are all
+    taken refuses searches with 503, so the Service should send them elsewhere."""
     # The Services come from app.state here, not the ServicesDep dependency: a sync
     # dependency runs in the thread pool, which is what this route must not wait for.
     svc: Services = request.app.state.services
@@ -56,9 +59,16 @@ async def readyz(
     except Exception as exc:  # readiness reports, it never raises
         checks["redis"] = False
         checks["redis_error"] = _describe(exc)
+    slots = svc.slots
+    checks["waiting"] = not slots.full
+    if slots.full:
+        checks["waiting_error"] = (
+            f"saturated: {slots.taken} requests wait on workers, the most api.wait_slots "
+            f"({slots.size}) allows"
+        )
     if deep and checks["redis"]:
         checks |= await _worker_round_trip(svc)
-    ready = all(checks.get(k, True) for k in ("redis", "worker", "store"))
+    ready = all(checks.get(k, True) for k in ("redis", "worker", "store", "waiting"))
     body = Readiness.model_validate({"status": "ready" if ready else "not ready", **checks})
     if ready:
         return body

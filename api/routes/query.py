@@ -1,10 +1,11 @@
-"""Search and ask, answered by the query workers."""
+"""Search and ask, answered by the query workers (each waits on the waiting pool,
+`api.capacity`)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter
 
-from api.deps import TenantMemoryDep
+from api.deps import ServicesDep, TenantMemoryDep
 from api.errors import COMMON, declared
 from common.models.api import QueryBody
 from common.models.query import AskResponse, SearchResponse
@@ -15,13 +16,21 @@ router = APIRouter(
 
 
 @router.post("/search")
-def search(space: str, body: QueryBody, memory: TenantMemoryDep) -> SearchResponse:
+async def search(
+    space: str, body: QueryBody, memory: TenantMemoryDep, svc: ServicesDep
+) -> SearchResponse:
     """Ranked facts (text, source turn ids, each stage's score), events and profiles used;
     with `explain`, the recall graph: seeds, expanded facts and the edges by channel."""
-    return memory.search(space, body.question, body.k, body.mode, body.explain)
+    return await svc.waiting(
+        lambda: memory.search(space, body.question, body.k, body.mode, body.explain)
+    )
 
 
 @router.post("/ask")
-def ask(space: str, body: QueryBody, memory: TenantMemoryDep) -> AskResponse:
+async def ask(
+    space: str, body: QueryBody, memory: TenantMemoryDep, svc: ServicesDep
+) -> AskResponse:
     """An answer from memory with the facts it used."""
-    return memory.ask(space, body.question, body.k, body.mode, body.explain)
+    return await svc.waiting(
+        lambda: memory.ask(space, body.question, body.k, body.mode, body.explain)
+    )

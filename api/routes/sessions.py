@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from api.deps import TenantMemoryDep
+from api.deps import ServicesDep, TenantMemoryDep
 from api.errors import COMMON, declared
 from common.models.api import SPACE_NAME, SessionBody
 from common.models.jobs import Job
@@ -21,26 +21,30 @@ Offset = Annotated[int, Query(ge=0, le=10_000_000)]
 
 
 @router.post("/v1/spaces/{space}/sessions", status_code=status.HTTP_202_ACCEPTED, responses=WRITE)
-def submit_session(space: str, body: SessionBody, memory: TenantMemoryDep) -> Job:
+async def submit_session(
+    space: str, body: SessionBody, memory: TenantMemoryDep, svc: ServicesDep
+) -> Job:
     """Queue a finished session for ingest; poll `GET /v1/jobs/{job_id}` for its state.
     Submitting the same session again is the same job (and changes nothing); the same id
-    with other content is a 409."""
-    return memory.add(space, body)
+    with other content is a 409. (The space's check waits on a query worker.)"""
+    return await svc.waiting(lambda: memory.add(space, body))
 
 
 @router.get("/v1/spaces/{space}/sessions", responses=READ)
-def list_sessions(
-    space: str, memory: TenantMemoryDep, limit: Limit = 100, offset: Offset = 0
+async def list_sessions(
+    space: str, memory: TenantMemoryDep, svc: ServicesDep, limit: Limit = 100, offset: Offset = 0
 ) -> Page[SessionSummary]:
     """Stored sessions in session order, a page at a time, with their commit state and
     what each added."""
-    return memory.session_page(space, limit, offset)
+    return await svc.waiting(lambda: memory.session_page(space, limit, offset))
 
 
 @router.get("/v1/spaces/{space}/sessions/{session_id}", responses=READ)
-def get_session(space: str, session_id: str, memory: TenantMemoryDep) -> StoredSession:
+async def get_session(
+    space: str, session_id: str, memory: TenantMemoryDep, svc: ServicesDep
+) -> StoredSession:
     """A stored session with its turns, as submitted."""
-    return memory.session(space, session_id)
+    return await svc.waiting(lambda: memory.session(space, session_id))
 
 
 @router.get("/v1/jobs")
@@ -64,9 +68,11 @@ def get_job(job_id: str, memory: TenantMemoryDep) -> Job:
 
 
 @router.delete("/v1/spaces/{space}/sessions/{session_id}", responses=WRITE)
-def delete_session(space: str, session_id: str, memory: TenantMemoryDep) -> ErasureReceipt:
+async def delete_session(
+    space: str, session_id: str, memory: TenantMemoryDep, svc: ServicesDep
+) -> ErasureReceipt:
     """Erase a session: its raw record and job, the facts only it supports, its updates to
     other facts (they get back their earlier state), and what was built from them. A session
     still being ingested is cancelled (its job fails as erased); 409 while its memory is
     being written."""
-    return memory.delete(space, session_id=session_id)
+    return await svc.waiting(lambda: memory.delete(space, session_id=session_id))

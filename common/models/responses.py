@@ -203,3 +203,9 @@ class Readiness(BaseModel):
     redis_error: str | None = None
     worker_error: str | None = None
     store_error: str | None = None
+    waiting: bool | None = Field(
+        default=None,
+        description="a slot is free for a request that waits on a worker (`api.wait_slots`); "
+        "false: this process is saturated",
+    )
+    waiting_error: str | None = None

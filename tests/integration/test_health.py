@@ -32,7 +32,7 @@ def test_readyz_is_ready_with_no_worker_while_every_request_thread_is_busy(
     reply = asyncio.run(while_threads_are_busy(app, "/readyz"))
     assert reply is not None, "/readyz waited for a request thread"
     assert reply.status_code == 200, reply.text
-    assert reply.json() == {"status": "ready", "redis": True}
+    assert reply.json() == {"status": "ready", "redis": True, "waiting": True}
     assert private_redis.client().llen("query") == 0, "readiness sent nothing to a queue"
 
 
