@@ -7,22 +7,30 @@ stage's response model is tried again, up to `llm.max_attempts` in all, with dou
 waits; after the last try an `LLMError` says which stage failed and why, and the job that
 made the call fails with that reason before anything of it is committed. A call the server
 still rate-limits (429) after the last try is backpressure, not a failure: `BudgetShort`
-re-queues the task (common/llm/budget.py).
+re-queues the task (common/llm/budget.py). So is an endpoint that keeps failing transiently
+(5xx, timeouts, connections) for less than `llm.outage_s`: `ModelUnavailable` re-queues the
+task with a growing countdown; past that bound the call fails for good. Inside `keeping`
+(an extract task) every call that succeeds is kept as it returns and replayed when the task
+runs again, so a call that went through is never paid for twice.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from common.llm import usage
-from common.llm.budget import shortage
+from common.llm.budget import shortage, unavailable
 from common.llm.contracts import (
     Answer,
     EventSummary,
@@ -58,6 +66,8 @@ from common.text.keywords import normalize_keywords
 from common.text.timeanchor import find_mentions
 
 T = TypeVar("T")
+# The longest a task waits before it tries an endpoint that keeps failing again.
+OUTAGE_RETRY_MAX_S = 30.0
 M = TypeVar("M", bound=BaseModel)
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.S)
 
@@ -96,6 +106,41 @@ def _people(named: Sequence[str], known: Sequence[str]) -> list[str]:
     return out
 
 
+def call_digest(request: ChatRequest) -> str:
+    """A call's identity: its stage, prompt and answer's schema (the same call, the same
+    answer: temperature 0 and a fixed seed)."""
+    body = [request.stage, request.messages, request.schema_name, request.max_tokens]
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class KeptCalls:
+    """Calls a task made before (digest → answer) and where each new answer is kept."""
+
+    found: Mapping[str, str]
+    park: Callable[[str, str], None]
+
+
+_KEPT: ContextVar[KeptCalls | None] = ContextVar("atommem_kept_calls", default=None)
+
+
+@contextmanager
+def keeping(kept: KeptCalls) -> Iterator[None]:
+    """Replay the calls in `kept` and keep every call that succeeds, in this thread."""
+    token = _KEPT.set(kept)
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
+
+
+KEPT_FIELDS = ("text", "prompt_tokens", "completion_tokens", "finish_reason")
+
+
+def _kept(stage: str, done: Completion) -> str:
+    return json.dumps({"stage": stage} | {name: getattr(done, name) for name in KEPT_FIELDS})
+
+
 def _pick(number: int, items: Sequence[T]) -> T | None:
     return items[number - 1] if 1 <= number <= len(items) else None
 
@@ -127,20 +172,36 @@ class ModelBackend:
         requests: list[ChatRequest],
         parse: Callable[[int, Completion], T],
     ) -> list[T]:
-        """Send a batch; retry the calls that failed or returned invalid output."""
+        """Send a batch; retry the calls that failed or returned invalid output. Calls kept
+        from an earlier run of the task (`keeping`) are replayed, not sent, and each call
+        that succeeds now is kept."""
         results: dict[int, T] = {}
         errors: dict[int, str] = {}
         throttled: set[int] = set()
-        pending = list(range(len(requests)))
+        failing: dict[int, float | None] = {}  # transient transport failures: since when
+        kept = _KEPT.get()
+        digests = [call_digest(r) for r in requests] if kept is not None else []
+        pending = [
+            i
+            for i in range(len(requests))
+            if kept is None or not self._replayed(kept, digests[i], requests[i], i, parse, results)
+        ]
+        if not pending:
+            return [results[i] for i in range(len(requests))]
         role = transport.name.rsplit(":", 1)[-1]
         for attempt in range(1, self._llm.max_attempts + 1):
             completions = transport.complete([requests[i] for i in pending])
             retry: list[int] = []
             wait = self._llm.backoff_s * 2 ** (attempt - 1)
+            short: tuple[str, float] | None = None  # the endpoint whose budget stayed short
             for i, done in zip(pending, completions, strict=True):
                 stage = requests[i].stage
-                usage.endpoint(role, done)
                 throttled.discard(i)
+                failing.pop(i, None)
+                if done.short is not None:  # never sent: the budget stayed short
+                    short = (str(done.extra.get("endpoint", transport.name)), done.short)
+                    continue
+                usage.endpoint(role, done)
                 if done.error is not None:
                     if not done.retryable:
                         raise LLMError(f"LLM stage {stage!r} failed: {done.error}")
@@ -149,6 +210,8 @@ class ModelBackend:
                     retry.append(i)
                     if done.throttled:
                         throttled.add(i)
+                    else:
+                        failing[i] = done.failing_since
                     continue
                 usage.record(stage, done.prompt_tokens, done.completion_tokens)
                 try:
@@ -156,6 +219,11 @@ class ModelBackend:
                 except (ValueError, ValidationError) as exc:
                     errors[i] = f"invalid output: {str(exc).splitlines()[0][:200]}"
                     retry.append(i)
+                    continue
+                if kept is not None:
+                    kept.park(digests[i], _kept(stage, done))
+            if short is not None:  # what went through is kept; the task comes back for the rest
+                raise shortage(*short)
             pending = retry
             if not pending:
                 return [results[i] for i in range(len(requests))]
@@ -164,10 +232,40 @@ class ModelBackend:
         if all(i in throttled for i in pending):  # the server asks us to slow down, still
             raise shortage(transport.name, wait)
         first = pending[0]
-        raise LLMError(
-            f"LLM stage {requests[first].stage!r} failed after {self._llm.max_attempts} "
-            f"tries: {errors[first]}"
-        )
+        tries = f"after {self._llm.max_attempts} tries"
+        spells = [failing.get(i, -1.0) for i in pending]
+        if all(since is not None and since >= 0 for since in spells):
+            # The endpoint is down: a task is re-queued until the outage outlasts its bound.
+            down_s = max(0.0, time.time() - min(s for s in spells if s is not None))
+            if down_s < self._llm.outage_s:
+                retry_in = min(OUTAGE_RETRY_MAX_S, max(wait, down_s / 2))
+                raise unavailable(transport.name, retry_in, down_s, errors[first])
+            tries += f" and {down_s:.0f} s of outage (llm.outage_s {self._llm.outage_s:g})"
+        raise LLMError(f"LLM stage {requests[first].stage!r} failed {tries}: {errors[first]}")
+
+    @staticmethod
+    def _replayed(
+        kept: KeptCalls,
+        digest: str,
+        request: ChatRequest,
+        i: int,
+        parse: Callable[[int, Completion], T],
+        results: dict[int, T],
+    ) -> bool:
+        """Whether the call's kept answer stands in for it (counted as a call once more:
+        the run that made it was given back and its counts with it)."""
+        raw = kept.found.get(digest)
+        if raw is None:
+            return False
+        try:
+            body = json.loads(raw)
+            done = Completion(**{name: body[name] for name in KEPT_FIELDS})
+            results[i] = parse(i, done)
+        except (ValueError, TypeError, KeyError, ValidationError):
+            return False  # not a usable answer: the call is sent
+        usage.record(request.stage, done.prompt_tokens, done.completion_tokens)
+        usage.replayed(request.stage)
+        return True
 
     def _one(self, transport: Transport, request: ChatRequest, model: type[M]) -> M:
         return self._run(transport, [request], lambda _, done: decode(done, model))[0]

@@ -9,7 +9,10 @@ backend retries, once, for every cause.
 
 With a budget gate (common/llm/budget.py) every HTTP call first takes its place in the
 endpoint's budget, in the calling thread and in order, so the calls of a batch start as the
-budget allows; each settles its tokens when it ends, and a 429 holds every process off.
+budget allows; each settles its tokens when it ends, and a 429 holds every process off. A
+batch whose budget stays short returns the calls it did send and marks the rest `short`, so
+the backend keeps what went through. Transient failures mark the endpoint failing (since
+when, for every process), and a call that goes through ends that spell.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 
 import openai
 
-from common.llm.budget import Gate, Grant
+from common.llm.budget import BudgetShort, Gate, Grant
 from common.llm.transport import ChatRequest, Completion
 from common.settings import LLMEndpoint, LLMSettings
 
@@ -81,7 +84,16 @@ class OpenAITransport:
         try:
             for request in requests:  # each starts once the budget lets it
                 started.append(self._pool.submit(self._one, request, self._gate.admit(request)))
-        except Exception:  # BudgetShort, or the budget's store briefly away
+        except BudgetShort as short:  # the calls under way end; the rest were never sent
+            if not started:
+                raise
+            done = [f.result() for f in started]
+            left = range(len(requests) - len(done))
+            where = {"endpoint": short.endpoint}
+            return done + [
+                Completion(error=str(short), short=short.retry_in, extra=where) for _ in left
+            ]
+        except Exception:  # the budget's store briefly away
             wait(started)  # the calls under way settle their budget before the task goes
             raise
         return [f.result() for f in started]
@@ -99,11 +111,11 @@ class OpenAITransport:
             except openai.APITimeoutError:
                 self._settle(grant, None)  # the server may have spent the tokens
                 timeout = f"timed out after {self._llm.timeout_s:g} s"
-                return Completion(error=timeout, retryable=True, waited_s=waited)
+                return self._failing(Completion(error=timeout, retryable=True, waited_s=waited))
             except openai.APIConnectionError as exc:
                 self._settle(grant, None)
                 where = f"cannot reach {self._where()}: {exc}"
-                return Completion(error=where, retryable=True, waited_s=waited)
+                return self._failing(Completion(error=where, retryable=True, waited_s=waited))
             except openai.APIStatusError as exc:
                 self._settle(grant, 0)  # refused: nothing generated
                 grant = None
@@ -114,18 +126,28 @@ class OpenAITransport:
                 if self._mode is None and _refused(exc):
                     first_error = first_error or failed
                     continue  # this server does not take this form: try the next one
+                if failed.retryable and not failed.throttled:
+                    return self._failing(failed)
                 return failed
             with self._mode_lock:
                 self._mode = self._mode or mode
             done = self._completion(response, mode)
             used = done.prompt_tokens + done.completion_tokens
             self._settle(grant, used or None)
+            if self._gate is not None:
+                self._gate.recovered()
             done.waited_s = waited
             return done
         assert first_error is not None
         first_error.error = f"no structured-output form accepted ({first_error.error})"
         first_error.retryable = False
         return first_error
+
+    def _failing(self, failed: Completion) -> Completion:
+        """A transient failure (5xx, timeout, connection): since when the endpoint fails."""
+        if self._gate is not None:
+            failed.failing_since = self._gate.failing()
+        return failed
 
     def _settle(self, grant: Grant | None, used: int | None) -> None:
         if self._gate is not None and grant is not None:

@@ -33,7 +33,10 @@ class ChatRequest:
 class Completion:
     """The model's text and token counts, or why the call failed (`error`) and whether
     trying again could help (`retryable`: timeouts, 429, 5xx, a dropped connection);
-    `throttled` for a 429, and how long the call waited for its endpoint's budget."""
+    `throttled` for a 429, and how long the call waited for its endpoint's budget.
+    `failing_since`: for a transient failure of a gated endpoint, since when the endpoint has
+    been failing (every process's calls together); `short`: the call was never sent, its
+    budget staying short (retry in that many seconds)."""
 
     text: str = ""
     prompt_tokens: int = 0
@@ -44,6 +47,8 @@ class Completion:
     retry_after: float | None = None
     throttled: bool = False
     waited_s: float = 0.0
+    failing_since: float | None = None
+    short: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -2,7 +2,9 @@
 
 A job's extract chunk, a commit stage, or a question opens `metered()`; every model call
 made in that thread while it is open is counted in it, by stage. Calls a skip rule saved
-are counted too, so a job shows what it spent and what it did not have to. Per endpoint role
+are counted too, so a job shows what it spent and what it did not have to; so are calls a
+re-run task replayed from what its earlier run kept (`replayed`, also counted as calls: the
+run that made them gave its counts back). Per endpoint role
 (`extractor`, `general`) it also counts HTTP calls, tokens, 429s and waits for the budget
 (`llm.endpoint.<role>.<what>`).
 """
@@ -53,6 +55,11 @@ class Usage:
         s["calls"] += 1
         s["prompt_tokens"] += prompt_tokens
         s["completion_tokens"] += completion_tokens
+
+    def replayed(self, stage: str) -> None:
+        """A call answered from what an earlier run of the task kept (not sent again)."""
+        s = self._stage(stage)
+        s["replayed"] = s.get("replayed", 0) + 1
 
     def skipped(self, stage: str, n: int = 1) -> None:
         if n:
@@ -125,6 +132,12 @@ def skipped(stage: str, n: int = 1) -> None:
     usage = _CURRENT.get()
     if usage is not None:
         usage.skipped(stage, n)
+
+
+def replayed(stage: str) -> None:
+    usage = _CURRENT.get()
+    if usage is not None:
+        usage.replayed(stage)
 
 
 def endpoint(role: str, done: Completion) -> None:

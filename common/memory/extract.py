@@ -34,7 +34,7 @@ def windows(session: SessionInput, context_k: int, skip: int = 0) -> list[Extrac
         out.append(
             ExtractionWindow(
                 session_id=session.session_id,
-                started_at=session.started_at,
+                started_at=session.local_time,  # anchors in the session's own time
                 participants=session.participants,
                 context=session.turns[max(0, i - context_k) : i],
                 turns=[turn],
@@ -85,7 +85,7 @@ def draft_session(
             texts=[facts[i].text for i in members],
             speaker=speaker,
             participants=people,
-            said_at=session.started_at,
+            said_at=session.local_time,
         )
         for speaker, members in by_speaker.items()
     ]

@@ -11,12 +11,14 @@ case the holder died), so nothing waits in a blocked worker slot.
 from __future__ import annotations
 
 import json
+import math
 from enum import StrEnum
 
 from common.context import MemoryContext
 from common.errors import AtomMemError
 from common.llm import usage
-from common.llm.budget import WAITING, BudgetShort
+from common.llm.budget import WAITING, BudgetShort, ModelUnavailable
+from common.llm.model_backend import KeptCalls, keeping
 from common.memory.commit import commit_facts, profile_batch, profile_flush, resume
 from common.memory.extract import chunks, draft_session
 from common.memory.ingest import accept, note_participants, session_hash
@@ -46,23 +48,57 @@ class Next(StrEnum):
 def fail_job(
     coord: Coordination, tenant: str, space: str, session_id: str, job_id: str, reason: str
 ) -> None:
-    """A permanent failure: the job says why and the space's sequence moves on."""
-    coord.jobs.update_job(tenant, job_id, state="failed", reason=reason)
-    _leave_sequence(coord, tenant, space, session_id)
+    """A permanent failure: the job says why and what its model calls cost so far, and the
+    space's sequence moves on. What was parked stays (until it expires or is erased), so
+    the job sent again resumes rather than pays for its calls twice."""
+    spent = parked_spend(coord.chunks, tenant, space, session_id)
+    if spent:
+        coord.jobs.update_job(tenant, job_id, state="failed", reason=reason, counts=spent)
+    else:
+        coord.jobs.update_job(tenant, job_id, state="failed", reason=reason)
+    _leave_sequence(coord, tenant, space, session_id, keep_parked=True)
 
 
-def wait_for_budget(coord: Coordination, tenant: str, job_id: str) -> None:
-    """The job's step went back to its queue to wait for the model budget: the job says so,
-    in its state of the moment (waiting is never a failure), and counts as progressing."""
+def wait_for_budget(coord: Coordination, tenant: str, job_id: str, reason: str = WAITING) -> None:
+    """The job's step went back to its queue to wait for the model budget (or for its
+    endpoint to come back): the job says so, in its state of the moment (waiting is never a
+    failure), and counts as progressing."""
     job = coord.jobs.get_job(tenant, job_id)
     if job is not None and job.state not in FINISHED:
-        coord.jobs.update_job(tenant, job_id, reason=WAITING)
+        coord.jobs.update_job(tenant, job_id, reason=reason)
 
 
-def _leave_sequence(coord: Coordination, tenant: str, space: str, session_id: str) -> None:
-    """The session leaves its space's sequence and its parked chunks go."""
+def waiting(short: BudgetShort, outage_s: float) -> str:
+    """What a job re-queued for its model says: waiting for its budget (and that the budget
+    is zero, which no wait ends), or for its failing endpoint, and for how long at most."""
+    if isinstance(short, ModelUnavailable):
+        return f"{short}; retried until it has failed for {outage_s:g} s (llm.outage_s)"
+    if math.isinf(short.retry_in):
+        return f"{WAITING}: {short.endpoint} allows no call (a zero rpm, tpm or max_concurrent)"
+    return WAITING
+
+
+def _leave_sequence(
+    coord: Coordination, tenant: str, space: str, session_id: str, keep_parked: bool = False
+) -> None:
+    """The session leaves its space's sequence and its parked chunks go (unless kept)."""
     coord.sequence.unregister(tenant, space, session_id)
-    coord.chunks.drop_chunks(tenant, space, session_id)
+    if not keep_parked:
+        coord.chunks.drop_chunks(tenant, space, session_id)
+
+
+def parked_spend(chunks: ChunkParking, tenant: str, space: str, session_id: str) -> dict[str, int]:
+    """What the session's parked extraction cost: every parked chunk's counts, and the
+    parked calls of chunks not parked yet."""
+    present = chunks.get_chunks(tenant, space, session_id)
+    cost = usage.Usage()
+    for raw in present.values():
+        cost.merge(usage.Usage.from_counts(json.loads(raw).get("usage", {})))
+    for (chunk, _), raw in chunks.get_calls(tenant, space, session_id).items():
+        if chunk not in present:
+            call = json.loads(raw)
+            cost.record(call["stage"], call["prompt_tokens"], call["completion_tokens"])
+    return cost.as_counts()
 
 
 def cancel_session(coord: Coordination, tenant: str, space: str, session_id: str) -> None:
@@ -77,18 +113,14 @@ def cancel_session(coord: Coordination, tenant: str, space: str, session_id: str
 
 
 def abandoned(coord: Coordination, payload: ExtractPayload) -> bool:
-    """Checked after parking a chunk: whether its job was erased or failed meanwhile. Then
-    the session's parked drafts go (an erasure's own drop may have run before this chunk
-    was parked), and nothing asks for a drain."""
+    """Checked after parking a chunk: whether its job was erased or failed meanwhile; then
+    nothing asks for a drain. An erased job's parked drafts go (an erasure's own drop may
+    have run before this chunk was parked); a failed job's stay for its retry."""
     job = coord.jobs.get_job(payload.tenant, payload.job_id)
-    gone = (
-        job is None
-        or job.state == "failed"
-        or coord.jobs.job_payload(payload.tenant, payload.job_id) is None
-    )
+    gone = job is None or coord.jobs.job_payload(payload.tenant, payload.job_id) is None
     if gone:
         coord.chunks.drop_chunks(payload.tenant, payload.space, payload.session.session_id)
-    return gone
+    return gone or (job is not None and job.state == "failed")
 
 
 def accept_stage(
@@ -194,8 +226,20 @@ def extract_payloads(
 def extract_stage(ctx: MemoryContext, chunks: ChunkParking, payload: ExtractPayload) -> bool:
     """Draft the facts of one chunk and park them; True once every chunk of the session is
     parked. Parking is idempotent, so a redelivered chunk counts once: the fan-in survives a
-    worker killed at any point (a counter would not)."""
-    with JOB_LIVENESS.working_on(payload.tenant, payload.job_id), usage.metered() as used:
+    worker killed at any point (a counter would not). Each model call is parked as it
+    succeeds, so a run re-queued (budget, outage) or failed replays the calls it made."""
+    session_id = payload.session.session_id
+    found = chunks.get_calls(payload.tenant, payload.space, session_id, payload.chunk)
+
+    def park(digest: str, answer: str) -> None:
+        chunks.put_call(payload.tenant, payload.space, session_id, payload.chunk, digest, answer)
+
+    kept = KeptCalls(found={digest: raw for (_, digest), raw in found.items()}, park=park)
+    with (
+        JOB_LIVENESS.working_on(payload.tenant, payload.job_id),
+        usage.metered() as used,
+        keeping(kept),
+    ):
         drafts = draft_session(
             ctx, payload.tenant, payload.space, payload.session, payload.context_turns
         )
@@ -288,8 +332,8 @@ def drain_stage(ctx: MemoryContext, coord: Coordination, tenant: str, space: str
             commit_facts(ctx, record, drafts, extraction, lock.check)
         except LockLost:
             return Next.BUSY  # the lock's new holder commits it
-        except BudgetShort:
-            wait_for_budget(coord, tenant, job_id)
+        except BudgetShort as short:
+            wait_for_budget(coord, tenant, job_id, waiting(short, ctx.settings.llm.outage_s))
             raise  # the task comes back to this drain in a while (workers.tasks.policy)
         except AtomMemError as exc:
             fail_job(coord, tenant, space, head, job_id, str(exc))
@@ -320,8 +364,9 @@ def profile_stage(
                 profile_batch(ctx, record, lock.check)
             except LockLost:
                 return Next.BUSY
-            except BudgetShort:
-                wait_for_budget(coord, tenant, record.job_id or "")
+            except BudgetShort as short:
+                why = waiting(short, ctx.settings.llm.outage_s)
+                wait_for_budget(coord, tenant, record.job_id or "", why)
                 raise
             except AtomMemError as exc:  # e.g. the model failed for good: nothing applied
                 reason = f"profile batch: {exc}"

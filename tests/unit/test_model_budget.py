@@ -1,21 +1,30 @@
 """Model budgets: the bucket arithmetic on both implementations (in-process and Redis, the
-latter skipped when Redis is not running), the gate's waiting, and the transport's settling."""
+latter skipped when Redis is not running), the gate's waiting, the transport's settling, an
+endpoint's failing spell, and the calls a re-queued task keeps and replays."""
 
 from __future__ import annotations
 
 import math
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import redis
 from pydantic import SecretStr
 
 from common.llm import usage
-from common.llm.budget import BudgetShort, Gate, endpoint_id, estimate, task_scope
-from common.llm.model_backend import ModelBackend
+from common.llm.budget import (
+    BudgetShort,
+    Gate,
+    ModelUnavailable,
+    endpoint_id,
+    estimate,
+    task_scope,
+)
+from common.llm.model_backend import KeptCalls, ModelBackend, keeping
 from common.llm.openai_compat import OpenAITransport
-from common.llm.transport import ChatRequest, LLMError
+from common.llm.transport import ChatRequest, Completion, LLMError
 from common.settings import LLMEndpoint, LLMSettings, MemorySettings
 from common.store import keys
 from common.store.coordination.budgets import (
@@ -245,3 +254,97 @@ def test_limits_on_an_extractor_without_an_endpoint_of_its_own_are_refused() -> 
         extractor={"base_url": "http://x:8000/v1", "max_concurrent": 16},  # type: ignore[arg-type]
     )
     assert own.extractor.max_concurrent == 16
+
+
+def test_a_failing_spell_lasts_from_its_first_failure_to_a_success(
+    budgets: ModelBudgets, endpoint: str
+) -> None:
+    assert budgets.failing(endpoint, T0, gap_s=60) == pytest.approx(T0)
+    assert budgets.failing(endpoint, T0 + 30, gap_s=60) == pytest.approx(T0)
+    assert budgets.failing(endpoint, T0 + 80, gap_s=60) == pytest.approx(T0)
+    budgets.recovered(endpoint)
+    assert budgets.failing(endpoint, T0 + 90, gap_s=60) == pytest.approx(T0 + 90)
+    # Failures further apart than the gap are separate spells (no success seen between).
+    assert budgets.failing(endpoint, T0 + 200, gap_s=60) == pytest.approx(T0 + 200)
+
+
+class Scripted:
+    """A transport answering each request with `answer` and noting what was sent."""
+
+    name = "test:extractor"
+
+    def __init__(self, answer: Callable[[ChatRequest], Completion]) -> None:
+        self.answer = answer
+        self.sent: list[str] = []
+
+    def complete(self, requests: list[ChatRequest]) -> list[Completion]:
+        self.sent.extend(r.messages[0]["content"] for r in requests)
+        return [self.answer(r) for r in requests]
+
+
+def requests(n: int) -> list[ChatRequest]:
+    return [
+        ChatRequest("extract", [{"role": "user", "content": f"w{i}"}], {}, "answer", 16)
+        for i in range(n)
+    ]
+
+
+def backend(transport: Scripted, **llm: float) -> ModelBackend:
+    settings = LLMSettings(backoff_s=0.0, **llm)  # type: ignore[arg-type]
+    return ModelBackend("openai", settings, MemorySettings(), transport, transport)
+
+
+def run(b: ModelBackend, transport: Scripted, n: int) -> list[str]:
+    return b._run(transport, requests(n), lambda _, done: done.text)
+
+
+def test_a_re_queued_batch_replays_the_calls_that_went_through() -> None:
+    def short_after_two(request: ChatRequest) -> Completion:
+        if request.messages[0]["content"] in ("w0", "w1"):
+            return Completion(text=request.messages[0]["content"], prompt_tokens=3)
+        return Completion(error="waiting", short=5.0)
+
+    kept: dict[str, str] = {}
+    first = Scripted(short_after_two)
+    with (
+        task_scope(),
+        keeping(KeptCalls(found={}, park=kept.__setitem__)),
+        pytest.raises(BudgetShort),
+    ):
+        run(backend(first), first, 4)
+    assert len(kept) == 2
+
+    again = Scripted(lambda r: Completion(text=r.messages[0]["content"], prompt_tokens=3))
+    with usage.metered() as used, task_scope(), keeping(KeptCalls(kept, kept.__setitem__)):
+        assert run(backend(again), again, 4) == ["w0", "w1", "w2", "w3"]
+    assert again.sent == ["w2", "w3"]  # the two that went through are not sent again
+    counts = used.as_counts()
+    assert counts["llm.extract.calls"] == 4 and counts["llm.extract.replayed"] == 2
+    assert counts["llm.prompt_tokens"] == 12
+
+
+def down_since(seconds: float) -> Callable[[ChatRequest], Completion]:
+    since = time.time() - seconds
+    return lambda _: Completion(error="HTTP 503", retryable=True, failing_since=since)
+
+
+def test_an_outage_re_queues_the_task_until_it_outlasts_its_bound() -> None:
+    brief = Scripted(down_since(10))
+    with task_scope(), pytest.raises(ModelUnavailable) as waiting:
+        run(backend(brief, outage_s=300), brief, 2)
+    assert len(brief.sent) == 2 * 3  # its tries first, then back to its queue
+    assert 5 <= waiting.value.retry_in <= 30
+    assert "failing for 10 s" in str(waiting.value)
+
+    long = Scripted(down_since(400))
+    with task_scope(), pytest.raises(LLMError, match="400 s of outage"):
+        run(backend(long, outage_s=300), long, 2)
+    outside = Scripted(down_since(10))  # a question: no queue brings it back
+    with pytest.raises(LLMError, match="model unavailable"):
+        run(backend(outside, outage_s=300), outside, 1)
+
+
+def test_without_a_failing_spell_a_call_fails_after_its_tries() -> None:
+    engine = Scripted(lambda _: Completion(error="engine error", retryable=True))
+    with task_scope(), pytest.raises(LLMError, match="after 3 tries: engine error"):
+        run(backend(engine), engine, 1)

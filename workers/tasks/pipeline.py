@@ -13,7 +13,7 @@ from typing import Any
 
 from celery import Task, group
 
-from common.llm.budget import WAITING
+from common.llm.budget import UNAVAILABLE, WAITING
 from common.memory import stages
 from common.models.jobs import (
     AcceptPayload,
@@ -86,8 +86,9 @@ def _extract_chunk(p: ExtractPayload) -> None:
     with job_fails_on_permanent_error(p) as outcome:
         complete = stages.extract_stage(runtime.context(), coord.chunks, p)
     if outcome.failed or stages.abandoned(coord, p):
-        return  # erased (or failed) while extracting: what it parked is gone again
-    if job is not None and job.reason == WAITING:  # its model calls went through
+        return  # erased while extracting (what it parked is gone again), or failed
+    if job is not None and (job.reason or "").startswith((WAITING, UNAVAILABLE)):
+        # it waited for its model, and its calls went through this time
         coord.jobs.update_job(p.tenant, p.job_id, reason=None)
     if complete:
         _request_drain(p.tenant, p.space)

@@ -132,15 +132,17 @@ class Outcome:
 @contextmanager
 def job_fails_on_permanent_error(p: AcceptPayload | ExtractPayload) -> Iterator[Outcome]:
     """Run a session's step: a transient error propagates (Celery retries it), a short model
-    budget too (the task is re-queued, the job says it waits); any other error fails the job
-    with its reason and asks for a drain, so the space moves on."""
+    budget or a failing model endpoint too (the task is re-queued, the job says what it
+    waits for); any other error fails the job with its reason and asks for a drain, so the
+    space moves on."""
     outcome = Outcome()
     try:
         yield outcome
     except TRANSIENT:
         raise
-    except BudgetShort:
-        stages.wait_for_budget(runtime.coordination(), p.tenant, p.job_id)
+    except BudgetShort as short:
+        why = stages.waiting(short, runtime.settings().llm.outage_s)
+        stages.wait_for_budget(runtime.coordination(), p.tenant, p.job_id, why)
         raise
     except Exception as exc:  # permanent: the job says why, the space moves on
         coord = runtime.coordination()

@@ -61,6 +61,15 @@ class ModelBudgets(Protocol):
         """The server answered 429: no call to the endpoint starts before `until`."""
         ...
 
+    def failing(self, endpoint: str, now: float, gap_s: float) -> float:
+        """A call to the endpoint failed transiently: since when it has been failing (the
+        first such failure after its last success, or after `gap_s` with no failure)."""
+        ...
+
+    def recovered(self, endpoint: str) -> None:
+        """A call to the endpoint went through: its failing spell, if any, is over."""
+        ...
+
     def count(self, endpoint: str, counts: Mapping[str, int]) -> None:
         """Add to the endpoint's counters (calls, tokens, throttled, waits, wait_ms,
         requeues)."""
@@ -111,6 +120,7 @@ class LocalBudgets:
         self._lock = threading.Lock()
         self._states: dict[str, _State] = {}
         self._counters: dict[str, dict[str, int]] = {}
+        self._spells: dict[str, tuple[float, float]] = {}  # failing since, last failure
 
     def take(self, endpoint: str, limits: Limits, tokens: int, lease: str, now: float) -> float:
         with self._lock:
@@ -139,6 +149,17 @@ class LocalBudgets:
         with self._lock:
             state = self._states.setdefault(endpoint, _State())
             state.until = max(state.until, until)
+
+    def failing(self, endpoint: str, now: float, gap_s: float) -> float:
+        with self._lock:
+            since, last = self._spells.get(endpoint, (now, now))
+            since = since if now - last <= gap_s else now
+            self._spells[endpoint] = (since, now)
+            return since
+
+    def recovered(self, endpoint: str) -> None:
+        with self._lock:
+            self._spells.pop(endpoint, None)
 
     def count(self, endpoint: str, counts: Mapping[str, int]) -> None:
         with self._lock:
@@ -218,6 +239,22 @@ return 1
 """
 
 
+# A failing spell: "since:last failure" in a field of the budget's hash its scripts never read.
+FAILING = "failing"
+_FAILING = """
+local now, gap = tonumber(ARGV[1]), tonumber(ARGV[2])
+local since = now
+local found = redis.call('HGET', KEYS[1], 'failing')
+if found then
+  local first, last = string.match(found, '([^:]+):([^:]+)')
+  if tonumber(last) and now - tonumber(last) <= gap then since = tonumber(first) end
+end
+redis.call('HSET', KEYS[1], 'failing', string.format('%.3f:%.3f', since, now))
+redis.call('EXPIRE', KEYS[1], 86400)
+return string.format('%.3f', since)
+"""
+
+
 def _limit(value: int | None) -> int:
     return -1 if value is None else value
 
@@ -240,6 +277,7 @@ class RedisBudgets:
         self._take = client.register_script(_TAKE)
         self._settle = client.register_script(_SETTLE)
         self._hold_off = client.register_script(_HOLD_OFF)
+        self._failing = client.register_script(_FAILING)
 
     def take(self, endpoint: str, limits: Limits, tokens: int, lease: str, now: float) -> float:
         found = self._take(
@@ -257,6 +295,13 @@ class RedisBudgets:
 
     def hold_off(self, endpoint: str, until: float) -> None:
         self._hold_off(keys=[keys.model_budget(endpoint)], args=[repr(until)])
+
+    def failing(self, endpoint: str, now: float, gap_s: float) -> float:
+        found = self._failing(keys=[keys.model_budget(endpoint)], args=[repr(now), gap_s])
+        return float(found)
+
+    def recovered(self, endpoint: str) -> None:
+        self._r.hdel(keys.model_budget(endpoint), FAILING)
 
     def count(self, endpoint: str, counts: Mapping[str, int]) -> None:
         pipe = self._r.pipeline(transaction=False)

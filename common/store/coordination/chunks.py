@@ -6,6 +6,11 @@ counts once. Drafts are text drawn from a session: they go when the session comm
 or is erased, and in Redis they expire `PARKED_TTL_S` after the last chunk was parked in any
 case (an abandoned session's drafts must not live as long as its job record). A session still
 waiting for its commit after that is extracted again when its job is retried.
+
+Beside a chunk's drafts each model call of it that succeeded is parked as it returns
+(`put_call`, keyed by a digest of its prompt), so a chunk task re-queued for its budget or
+an outage, or failed and sent again, replays those calls rather than paying for them twice.
+They go with the chunks (`drop_chunks`) and expire with them; a failed job keeps them.
 """
 
 from __future__ import annotations
@@ -32,13 +37,33 @@ class ChunkParking(Protocol):
         ...
 
     def get_chunks(self, tenant: str, space: str, session_id: str) -> dict[int, str]: ...
+    def put_call(
+        self, tenant: str, space: str, session_id: str, chunk: int, key: str, data: str
+    ) -> None:
+        """Park one model call of chunk `chunk` that succeeded, under its prompt's digest."""
+        ...
+
+    def get_calls(
+        self, tenant: str, space: str, session_id: str, chunk: int | None = None
+    ) -> dict[tuple[int, str], str]:
+        """The session's parked calls (of one chunk, when given): (chunk, digest) → the
+        call's answer."""
+        ...
+
     def drop_chunk(self, tenant: str, space: str, session_id: str, chunk: int) -> None: ...
     def drop_chunks(self, tenant: str, space: str, session_id: str) -> None: ...
 
 
+CALL = "call:"
+
+
+def _is_chunk(field: str) -> bool:
+    return not field.startswith(CALL)
+
+
 class RedisChunks:
-    """One hash per session ("chunk/of" → drafts), expiring a day after its last chunk
-    was parked (or with the job, if that is sooner)."""
+    """One hash per session ("chunk/of" → drafts, "call:chunk:digest" → a call's answer),
+    expiring a day after its last write (or with the job, if that is sooner)."""
 
     def __init__(self, client: redis.Redis, job_ttl_s: int) -> None:
         self._r = client
@@ -51,20 +76,43 @@ class RedisChunks:
         pipe = self._r.pipeline()
         pipe.hset(key, f"{chunk}/{of}", data)
         pipe.expire(key, self._ttl)
-        pipe.hlen(key)
-        return int(pipe.execute()[-1])
+        pipe.hkeys(key)
+        return sum(1 for f in map(str, pipe.execute()[-1]) if _is_chunk(f))
 
     def parked(self, tenant: str, space: str, session_id: str) -> dict[int, int]:
-        fields = self._r.hkeys(keys.chunks(tenant, space, session_id))
-        return {int(f.split("/")[0]): int(f.split("/")[1]) for f in map(str, fields)}
+        fields = list(map(str, self._r.hkeys(keys.chunks(tenant, space, session_id))))
+        return {int(f.split("/")[0]): int(f.split("/")[1]) for f in fields if _is_chunk(f)}
 
     def get_chunks(self, tenant: str, space: str, session_id: str) -> dict[int, str]:
         raw = self._r.hgetall(keys.chunks(tenant, space, session_id))
-        return {int(str(k).split("/")[0]): str(v) for k, v in raw.items()}
+        return {int(str(k).split("/")[0]): str(v) for k, v in raw.items() if _is_chunk(str(k))}
+
+    def put_call(
+        self, tenant: str, space: str, session_id: str, chunk: int, key: str, data: str
+    ) -> None:
+        name = keys.chunks(tenant, space, session_id)
+        pipe = self._r.pipeline()
+        pipe.hset(name, f"{CALL}{chunk}:{key}", data)
+        pipe.expire(name, self._ttl)
+        pipe.execute()
+
+    def get_calls(
+        self, tenant: str, space: str, session_id: str, chunk: int | None = None
+    ) -> dict[tuple[int, str], str]:
+        match = f"{CALL}{'*' if chunk is None else chunk}:*"
+        out = {}
+        for field, value in self._r.hscan_iter(keys.chunks(tenant, space, session_id), match):
+            number, digest = str(field).removeprefix(CALL).split(":", 1)
+            out[(int(number), digest)] = str(value)
+        return out
 
     def drop_chunk(self, tenant: str, space: str, session_id: str, chunk: int) -> None:
         key = keys.chunks(tenant, space, session_id)
-        fields = [f for f in map(str, self._r.hkeys(key)) if f.split("/")[0] == str(chunk)]
+        fields = [
+            f
+            for f in map(str, self._r.hkeys(key))
+            if f.split("/")[0] == str(chunk) or f.startswith(f"{CALL}{chunk}:")
+        ]
         if fields:
             self._r.hdel(key, *fields)
 
@@ -79,6 +127,11 @@ class SqliteChunks:
             "CREATE TABLE IF NOT EXISTS parked_chunks (tenant TEXT, space TEXT,"
             " session_id TEXT, chunk INTEGER, of INTEGER, data TEXT,"
             " PRIMARY KEY (tenant, space, session_id, chunk))"
+        )
+        journal.create(
+            "CREATE TABLE IF NOT EXISTS parked_calls (tenant TEXT, space TEXT,"
+            " session_id TEXT, chunk INTEGER, digest TEXT, data TEXT,"
+            " PRIMARY KEY (tenant, space, session_id, digest))"
         )
 
     def put_chunk(
@@ -109,19 +162,46 @@ class SqliteChunks:
     def get_chunks(self, tenant: str, space: str, session_id: str) -> dict[int, str]:
         return {int(c): str(d) for c, d in self._rows("chunk, data", tenant, space, session_id)}
 
-    def drop_chunk(self, tenant: str, space: str, session_id: str, chunk: int) -> None:
+    def put_call(
+        self, tenant: str, space: str, session_id: str, chunk: int, key: str, data: str
+    ) -> None:
         self._j.run(
-            "DELETE FROM parked_chunks WHERE tenant=? AND space=? AND session_id=? AND chunk=?",
+            "INSERT OR REPLACE INTO parked_calls VALUES (?, ?, ?, ?, ?, ?)",
             tenant,
             space,
             session_id,
             chunk,
+            key,
+            data,
         )
 
-    def drop_chunks(self, tenant: str, space: str, session_id: str) -> None:
-        self._j.run(
-            "DELETE FROM parked_chunks WHERE tenant=? AND space=? AND session_id=?",
+    def get_calls(
+        self, tenant: str, space: str, session_id: str, chunk: int | None = None
+    ) -> dict[tuple[int, str], str]:
+        rows = self._j.rows(
+            "SELECT chunk, digest, data FROM parked_calls"
+            " WHERE tenant=? AND space=? AND session_id=?",
             tenant,
             space,
             session_id,
         )
+        return {(int(c), str(k)): str(d) for c, k, d in rows if chunk in (None, c)}
+
+    def drop_chunk(self, tenant: str, space: str, session_id: str, chunk: int) -> None:
+        for table in ("parked_chunks", "parked_calls"):
+            self._j.run(
+                f"DELETE FROM {table} WHERE tenant=? AND space=? AND session_id=? AND chunk=?",
+                tenant,
+                space,
+                session_id,
+                chunk,
+            )
+
+    def drop_chunks(self, tenant: str, space: str, session_id: str) -> None:
+        for table in ("parked_chunks", "parked_calls"):
+            self._j.run(
+                f"DELETE FROM {table} WHERE tenant=? AND space=? AND session_id=?",
+                tenant,
+                space,
+                session_id,
+            )
