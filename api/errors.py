@@ -17,12 +17,13 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
 from common.errors import AtomMemError, error_kind, first_error
+from common.llm.budget import ModelBusy
 from common.llm.transport import LLMError
 from common.models.responses import ErrorBody
 from common.service import OverQuota
 
 NO_WORKER = "no worker answered in time; check that workers run"  # the 504's detail
-STATUS = {"not_found": 404, "conflict": 409, "invalid": 422, "error": 400}
+STATUS = {"not_found": 404, "conflict": 409, "invalid": 422, "unavailable": 503, "error": 400}
 RETRY_AFTER_S = 5
 _RETRY_AFTER = {
     "Retry-After": {
@@ -43,7 +44,8 @@ WHY = {
     422: "The request breaks the schema or a rule the schema cannot state; the detail names "
     "the field",
     429: "Over the tenant's writes per minute (refused writes do not count)",
-    503: "Redis, which holds keys, jobs and queues, does not answer",
+    503: "Redis, which holds keys, jobs and queues, does not answer, or the store cannot "
+    "write (its disk is full or read-only)",
     504: "No worker answered in time",
 }
 # Every route: a body (if any) passes the gate, a key is checked in Redis.
@@ -93,7 +95,8 @@ def install(app: FastAPI) -> None:
         return reply(422, first_error(exc.errors()))
 
     async def on_memory(_: Request, exc: AtomMemError) -> JSONResponse:
-        return reply(STATUS[error_kind(exc)], str(exc))
+        status = STATUS[error_kind(exc)]
+        return reply(status, str(exc), retry if status == 503 else None)
 
     async def on_quota(_: Request, exc: OverQuota) -> JSONResponse:
         return reply(429, str(exc), {"Retry-After": str(exc.retry_after)})
@@ -118,6 +121,7 @@ def install(app: FastAPI) -> None:
         AtomMemError: on_memory,
         OverQuota: on_quota,
         LLMError: on_llm,
+        ModelBusy: on_memory,  # a question the model endpoint cannot take now: 503
         celery.exceptions.TimeoutError: on_timeout,
         TimeoutError: on_timeout,
         redis.exceptions.ConnectionError: on_unreachable,

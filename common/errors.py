@@ -22,6 +22,11 @@ class Conflict(AtomMemError):
     """The request clashes with the current state (exists already, still in progress)."""
 
 
+class Unavailable(AtomMemError):
+    """Storage cannot take the request now (its disk is full or read-only); try again later.
+    The message names no server path."""
+
+
 class UnknownSpace(NotFound):
     def __init__(self, tenant: str, space: str) -> None:
         super().__init__(f"space {space!r} does not exist for tenant {tenant!r}")
@@ -43,11 +48,13 @@ KINDS: dict[str, type[AtomMemError]] = {
     "not_found": NotFound,
     "conflict": Conflict,
     "invalid": InvalidInput,
+    "unavailable": Unavailable,
 }
 
 
 def error_kind(exc: AtomMemError) -> str:
-    """The class of a failure as it crosses the wire: not_found, conflict, invalid, error."""
+    """The class of a failure as it crosses the wire: not_found, conflict, invalid,
+    unavailable, error."""
     return next((kind for kind, cls in KINDS.items() if isinstance(exc, cls)), "error")
 
 

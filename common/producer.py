@@ -39,7 +39,7 @@ from common.models.responses import (
     StoredSession,
 )
 from common.models.session import SessionInput
-from common.queues import TaskName
+from common.queues import TASK_PRIORITY, TaskName
 from common.store.coordination.jobs import JobStore
 from common.store.coordination.sequence import SpaceSequence
 
@@ -73,6 +73,8 @@ class Producer:
 
     def _send(self, name: TaskName, body: Any, **options: Any) -> Any:
         payload = body.model_copy(update={"enqueued_at": time.time()}).model_dump(mode="json")
+        if name in TASK_PRIORITY:  # a question takes turns with the lanes (common.queues)
+            options.setdefault("priority", TASK_PRIORITY[name])
         return self._app.send_task(name.value, kwargs={"payload": payload}, **options)
 
     def submit(self, tenant: str, space: str, sessions: Sequence[SessionInput]) -> list[Job]:

@@ -44,6 +44,19 @@ TASK_QUEUE: dict[TaskName, Queue] = {
     TaskName.PING: Queue.QUERY,
 }
 
+# kombu's Redis transport keeps a list per priority step, and a worker reads every queue's
+# default list before any later step, the queues of one step in turn (round robin: the queue
+# it just took from goes last). The fair lanes' tasks and the questions share the last step,
+# so however many questions wait, a worker takes at least every other task from the lanes
+# while they have work; accepts, profile batches, reads and pings still go first.
+SHARED_PRIORITY = 9
+TASK_PRIORITY: dict[TaskName, int] = {
+    TaskName.EXTRACT_NEXT: SHARED_PRIORITY,
+    TaskName.MEMORY_NEXT: SHARED_PRIORITY,
+    TaskName.SEARCH: SHARED_PRIORITY,
+    TaskName.ASK: SHARED_PRIORITY,
+}
+
 TASK_ROUTES: dict[str, dict[str, str]] = {
     name.value: {"queue": queue.value} for name, queue in TASK_QUEUE.items()
 }

@@ -263,6 +263,13 @@ class LLMSettings(BaseModel):
     )
     max_attempts: int = Field(default=3, ge=1, description="tries per call, all causes")
     backoff_s: float = Field(default=1.0, ge=0.0, description="first wait; doubles per try")
+    outage_s: float = Field(
+        default=300.0,
+        ge=0.0,
+        description="how long an endpoint may keep failing transiently (5xx, timeouts, lost "
+        "connections) before a queued task's call fails for good; meanwhile the task is "
+        "re-queued with a growing countdown (up to 30 s) after its `max_attempts` tries",
+    )
     timeout_s: float = Field(default=120.0, gt=0.0)
     concurrency: int = Field(default=8, ge=1, description="parallel calls of one batch")
     temperature: float = 0.0
@@ -323,6 +330,16 @@ class ApiSettings(BaseModel):
     query_timeout_s: float = Field(default=60.0, gt=0)
     admin_timeout_s: float = Field(default=300.0, gt=0)
     ping_timeout_s: float = Field(default=5.0, gt=0)
+    wait_slots: int = Field(
+        default=64,
+        ge=1,
+        description="requests one API process lets wait on a worker's reply at once (search, "
+        "ask, reads, writes), each on a thread of their own pool; beyond it a 503, and "
+        "/readyz reports the process saturated",
+    )
+    waits_per_tenant: int = Field(
+        default=16, ge=1, description="of those, how many one tenant may hold; beyond it a 429"
+    )
 
 
 class Settings(BaseSettings):

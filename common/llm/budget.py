@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from common.errors import Unavailable
 from common.llm.transport import ChatRequest, LLMError
 from common.settings import LLMEndpoint, LLMSettings
 from common.store.coordination.budgets import Limits, ModelBudgets
@@ -43,12 +44,38 @@ class BudgetShort(Exception):  # noqa: N818 - a signal to re-queue, not an error
         self.retry_in = retry_in
 
 
+class ModelBusy(LLMError, Unavailable):
+    """Outside a task (a question): the endpoint allows no call now (its budget, its 429s, or
+    its caller's deadline came first). Of kind `unavailable`: HTTP 503 with Retry-After."""
+
+
 def shortage(endpoint: str, retry_in: float) -> Exception:
     """What a call that cannot go raises: BudgetShort inside a task (it is re-queued); outside
-    one (a question, which no queue brings back; a benchmark) an LLMError that says why."""
+    one (a question, which no queue brings back; a benchmark) a ModelBusy that says why."""
     if _TASK.get() is not None:
         return BudgetShort(endpoint, retry_in)
-    return LLMError(f"{WAITING}: {endpoint} allows no call now (a zero budget, or 429s)")
+    return ModelBusy(f"{WAITING}: {endpoint} allows no call now (a zero budget, or 429s)")
+
+
+UNAVAILABLE = "model unavailable"
+
+
+class ModelUnavailable(BudgetShort):
+    """Every try of a call failed transiently (5xx, timeout, connection) and the endpoint has
+    been failing for less than `llm.outage_s`: the task is re-queued in `retry_in` seconds
+    like one short of budget (its calls that went through are parked), not failed."""
+
+    def __init__(self, endpoint: str, retry_in: float, down_s: float, error: str) -> None:
+        super().__init__(endpoint, retry_in)
+        self.args = (f"{UNAVAILABLE}: {endpoint} failing for {down_s:.0f} s ({error})",)
+
+
+def unavailable(endpoint: str, retry_in: float, down_s: float, error: str) -> Exception:
+    """What a call whose endpoint keeps failing raises: ModelUnavailable inside a task (it
+    is re-queued); outside one a ModelBusy that says why."""
+    if _TASK.get() is not None:
+        return ModelUnavailable(endpoint, retry_in, down_s, error)
+    return ModelBusy(f"{UNAVAILABLE}: {endpoint} failing for {down_s:.0f} s ({error})")
 
 
 def endpoint_id(endpoint: LLMEndpoint) -> str:
@@ -81,6 +108,23 @@ class _Patience:
 
 
 _TASK: ContextVar[_Patience | None] = ContextVar("atommem_budget_task", default=None)
+# When a question's caller stops waiting (epoch seconds): no call waits past it or starts after.
+_DEADLINE: ContextVar[float | None] = ContextVar("atommem_budget_deadline", default=None)
+
+
+@contextmanager
+def deadline_scope(deadline: float | None) -> Iterator[None]:
+    """Answer one question whose caller gives up at `deadline` (None: no deadline): its calls
+    wait for budget no longer than that, and none is sent once it has passed."""
+    token = _DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _caller_gone(endpoint: str) -> Exception:
+    return ModelBusy(f"{WAITING}: {endpoint}; the question's caller stopped waiting first")
 
 
 @contextmanager
@@ -130,12 +174,19 @@ class Gate:
         """Wait for the budget to allow this call and take its place; BudgetShort when it
         stays short past this task's patience."""
         tokens, lease = estimate(request), uuid.uuid4().hex
-        patience = _TASK.get()
+        patience, deadline = _TASK.get(), _DEADLINE.get()
         waited = 0.0
         while True:
-            wait = self._budgets.take(self.endpoint, self.limits, tokens, lease, self._clock())
+            now = self._clock()
+            if deadline is not None and now >= deadline:
+                self._count(waited)
+                raise _caller_gone(self.endpoint)
+            wait = self._budgets.take(self.endpoint, self.limits, tokens, lease, now)
             if wait <= 0:
                 break
+            if deadline is not None and now + wait >= deadline:
+                self._count(waited)
+                raise _caller_gone(self.endpoint)
             if waited + wait > self._bound(patience):
                 self._count(waited, requeues=int(patience is not None))
                 raise shortage(self.endpoint, wait)
@@ -159,6 +210,16 @@ class Gate:
         refund = 0 if used is None else grant.tokens - used
         self._budgets.settle(self.endpoint, self.limits, grant.lease, refund, self._clock())
         self._budgets.count(self.endpoint, {"calls": 1, "tokens": grant.tokens - refund})
+
+    def failing(self) -> float:
+        """A call failed transiently: since when the endpoint has been failing."""
+        # Failures further apart than a call's whole life belong to separate spells.
+        gap = 2 * self.limits.lease_s + 60.0
+        return self._budgets.failing(self.endpoint, self._clock(), gap)
+
+    def recovered(self) -> None:
+        """A call went through: the endpoint is not failing (any more)."""
+        self._budgets.recovered(self.endpoint)
 
     def throttled(self, retry_after: float | None) -> None:
         """The server answered 429: every process holds off until its Retry-After (or the

@@ -5,6 +5,7 @@ session is not held behind another's backlog, and a killed worker's steps come b
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -140,6 +141,9 @@ def _producer(url: str) -> tuple[Producer, Coordination]:
     return Producer(app, coord.jobs, coord.sequence), coord
 
 
+DURING_LOAD = 3  # sessions done while the questions go on
+
+
 def _done_before(jobs: list[Job], moment: float) -> int:
     return sum(1 for j in jobs if j.updated_at < moment)
 
@@ -229,3 +233,54 @@ def test_steps_taken_by_a_killed_worker_come_back(
     assert [j.state for j in finished] == ["done"] * len(ids)
     expected = dump(tmp_path / "embedded" / "qdrant", "default", ["conv-30"])
     assert dump(queued / "qdrant", "default", ["conv-30"]) == expected
+
+
+def test_sessions_are_ingested_while_questions_keep_a_worker_busy(
+    tmp_path: Path, server: RedisServer, locomo: Path
+) -> None:
+    """Four clients ask question after question of one worker slot while two tenants' sessions
+    wait: the sessions are done during the load, not only after it (a worker took every waiting
+    question ahead of the lanes' tasks, so ingestion waited for the questions to stop)."""
+    sessions = [s for s in read_sessions(locomo / "atommem_facts" / "conv-47.json").sessions[:6]]
+    tenants = ("t1", "t2")
+    store = open_store(StoreSettings(qdrant_path=tmp_path / "qdrant"), 384)
+    for tenant in tenants:
+        records.create_space(store, tenant, "talk")
+    store.close()
+    url = server.url(3)
+    server.client(3).flushdb()
+    worker = WorkerProcess(worker_env(url, tmp_path), tmp_path / "worker.log", ALL_QUEUES, 1)
+    client, coord = _producer(url)
+    stop, asked = threading.Event(), [0]
+
+    def ask_again_and_again(tenant: str) -> None:
+        while not stop.is_set():
+            client.search(tenant, "talk", "what did they talk about?", timeout=60)
+            asked[0] += 1
+
+    askers = [
+        threading.Thread(target=ask_again_and_again, args=(tenants[i % 2],)) for i in range(4)
+    ]
+    try:
+        worker.wait_ready()
+        client.search("t1", "talk", "warm up", timeout=120)  # the embedding model loads
+        for thread in askers:
+            thread.start()
+        while asked[0] < 20:  # the questions keep the slot busy before any session comes
+            time.sleep(0.05)
+        at_submit = asked[0]
+        jobs = {t: [j.job_id for j in client.submit(t, "talk", sessions[:3])] for t in tenants}
+        deadline = time.monotonic() + 120
+        done = 0
+        while done < DURING_LOAD and time.monotonic() < deadline:
+            time.sleep(0.2)
+            done = sum(client.job(t, j).state == "done" for t, ids in jobs.items() for j in ids)
+        under_load = asked[0]
+    finally:
+        stop.set()
+        for thread in askers:
+            thread.join(90)
+        worker.stop()
+        coord.close()
+    assert under_load - at_submit >= 4, "the questions went on while the sessions were ingested"
+    assert done >= DURING_LOAD, f"{done} of 6 sessions done in 120 s of questions"

@@ -16,6 +16,7 @@ from common.errors import SessionConflict
 from common.models.jobs import Job
 from common.models.session import SessionInput, Turn
 from common.producer import Producer
+from common.queues import SHARED_PRIORITY, TaskName
 from common.store.coordination.roles import Coordination
 from tests.helpers.redis import forget_tenant, redis_or_skip, shared_url
 
@@ -137,3 +138,38 @@ def test_of_concurrent_conflicting_submissions_exactly_one_is_accepted(
     assert sorted(outcomes) == ["accepted"] + ["refused"] * (len(texts) - 1)
     winner = outcomes.index("accepted")
     assert len(app.sent) == 1 and app.sent[0]["session"]["turns"][0]["text"] == texts[winner]
+
+
+class Options(Recorder):
+    """Records each message's task name and send options."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.options: list[tuple[str, dict[str, Any]]] = []
+
+    def send_task(self, name: str, kwargs: dict[str, Any], **options: Any) -> Any:
+        self.options.append((name, options))
+        raise LookupError("no broker")  # the question is not waited on here
+
+
+def test_questions_share_the_fair_lanes_priority_and_reads_go_first(
+    tmp_path: Path,
+) -> None:
+    """Searches and asks take turns with the lanes' tasks (priority 9) instead of going
+    ahead of them all, so no question load starves ingestion (common.queues)."""
+    coord = Coordination.sqlite(tmp_path / "c.sqlite")
+    app = Options()
+    client = Producer(app, coord.jobs, coord.sequence)
+    for call in (
+        lambda: client.search("t", "x", "q?"),
+        lambda: client.ask("t", "x", "q?"),
+        lambda: client.spaces("t"),
+    ):
+        with pytest.raises(LookupError):
+            call()
+    coord.close()
+    assert [(n, o.get("priority")) for n, o in app.options] == [
+        (TaskName.SEARCH.value, SHARED_PRIORITY),
+        (TaskName.ASK.value, SHARED_PRIORITY),
+        (TaskName.READ.value, None),
+    ]

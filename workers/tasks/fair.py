@@ -6,7 +6,7 @@ Two lanes, named after the queues whose `*.next` tasks run them: `extract` (chun
 own steps keep their order, so its backlog is accepted, and extracted ahead, as its first
 drains come). The `ingest` queue keeps only
 `accept`, which with fair lanes just queues the session in its tenant's lane: a few
-milliseconds, and sent ahead of every lane task (see LANE_PRIORITY).
+milliseconds, and sent ahead of every lane task and question (see LANE_PRIORITY).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from celery.exceptions import Retry
 
 from common.llm.budget import BudgetShort
 from common.models.jobs import TaskPayload
-from common.queues import Queue, TaskName
+from common.queues import SHARED_PRIORITY, Queue, TaskName
 from common.store.coordination.fair import FairLanes
 from workers import runtime
 from workers.celery_app import app
@@ -31,9 +31,11 @@ from workers.tasks.policy import TRANSIENT
 
 # Lane tasks are interchangeable, so they can yield: Redis keeps a list per priority step and a
 # worker reads every queue's default list before any lower one, so an `accept` (a few ms),
-# a profile batch or a query never waits behind a backlog of lane tasks. (Their list is
-# `<queue>\x06\x169`: whatever reads queue lengths must read it too; Flower does.)
-LANE_PRIORITY = 9
+# a profile batch or a read never waits behind a backlog of lane tasks. Searches and asks
+# share the lanes' step and take turns with them, so no question load starves ingestion
+# (common.queues). (Their list is `<queue>\x06\x169`: whatever reads queue lengths must read
+# it too; Flower does.)
+LANE_PRIORITY = SHARED_PRIORITY
 
 NEXT: dict[Queue, TaskName] = {
     Queue.EXTRACT: TaskName.EXTRACT_NEXT,

@@ -10,6 +10,7 @@ from celery import Task
 from pydantic import BaseModel
 
 from common.errors import AtomMemError, failure
+from common.llm import budget
 from common.models.jobs import QueryPayload
 from common.queues import Queue, TaskName
 from common.retrieval.pending import pending_sessions
@@ -41,16 +42,17 @@ def _answer(payload: dict[str, Any], run: Callable[..., BaseModel]) -> dict[str,
     ctx, coord = runtime.context(), runtime.coordination()
     try:
         pending = pending_sessions(ctx.store, coord.jobs, coord.sequence, p.tenant, p.space)
-        reply = run(
-            ctx=ctx,
-            tenant=p.tenant,
-            space=p.space,
-            question=p.question,
-            k=p.k,
-            mode=p.mode,
-            explain=p.explain,
-            pending=pending,
-        )
+        with budget.deadline_scope(p.reply_by):  # no model call once the caller is gone
+            reply = run(
+                ctx=ctx,
+                tenant=p.tenant,
+                space=p.space,
+                question=p.question,
+                k=p.k,
+                mode=p.mode,
+                explain=p.explain,
+                pending=pending,
+            )
     except AtomMemError as exc:
         return failure(exc)
     return reply.model_dump(mode="json")
