@@ -3,7 +3,7 @@ clients search at a set rate, in one run.
 
     python -m bench.search_starvation --data ../shared/data/locomo --out bench/results/starve.json
 
-One real `celery worker` (all queues) on a private `redis-server`, Qdrant in local mode, the
+One real `celery worker` (all queues) on a private `redis-server`, the embedded store, the
 authors' pre-extracted LoCoMo facts (no model). Warm up; ingest `--tenants` × `--per-tenant`
 10-turn sessions alone and time them to done; then the same in fresh spaces while `--clients`
 threads search at `--rate` searches per second in all. The figures: sessions per second alone

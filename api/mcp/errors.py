@@ -22,7 +22,12 @@ from common.llm.transport import LLMError
 from common.service import OverQuota
 
 # Each kind of failure (`common.errors.KINDS`) as the caller reads it.
-_WORDS = {"not_found": "not found", "conflict": "conflict", "invalid": "invalid"}
+_WORDS = {
+    "not_found": "not found",
+    "conflict": "conflict",
+    "invalid": "invalid",
+    "unavailable": "unavailable",
+}
 _UNREACHABLE = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
