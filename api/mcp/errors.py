@@ -54,8 +54,8 @@ def explain(exc: BaseException | None) -> str | None:
         return _remote(exc)
     if isinstance(exc, OverQuota):
         return f"rate limited: {exc}; try again in {exc.retry_after}s"
-    if isinstance(exc, LLMError):
-        return f"the model backend failed: {exc}"
+    if isinstance(exc, LLMError) and error_kind(exc) == "error":
+        return f"the model backend failed: {exc}"  # a busy model (ModelBusy) reads as below
     if isinstance(exc, AtomMemError):
         kind = _WORDS.get(error_kind(exc))
         return f"{kind}: {exc}" if kind else str(exc)
