@@ -144,7 +144,11 @@ def _cancel(
 ) -> None:
     """A session accepted but with no memory written yet: its job fails as erased and its
     queue state, drafts and stored record go (the caller holds the space's lock, so no drain
-    commits it meanwhile)."""
+    commits it meanwhile). The record goes first: a store that refuses leaves the job as it
+    was, in flight, for the erasure's retry. It goes again after: an accept still running may
+    have stored it in between, and checked the job before it was cancelled (`accept_stage`
+    drops a record it stored only once it sees the job gone)."""
+    records.delete_session(ctx.store, tenant, space, session_id)
     cancel_session(coord, tenant, space, session_id)
     records.delete_session(ctx.store, tenant, space, session_id)
     report.sessions_deleted.append(session_id)

@@ -32,9 +32,10 @@ the write.
 
 Durability: every update is flushed (`EdgeShard.flush`) before it returns, so a write that
 returned is on disk; the engine's log is mapped into memory, so an update "succeeds" on a
-filesystem that can no longer write, and only the flush says so. A failed update or flush
-raises `StoreUnavailable` and the shard is closed, to be loaded again from its files by the
-next call, so that this process never serves what the disk does not hold.
+filesystem that can no longer write, and only the flush says so. A failed flush, or an update
+failed by the disk (ENOSPC, EROFS, EIO, EDQUOT), raises `StoreUnavailable` and the shard is
+closed, to be loaded again from its files by the next call, so that this process never serves
+what the disk does not hold; an update the engine rejects (it changed nothing) is a StoreError.
 
 Erased text: the engine's write-ahead log (`shard/wal/open-N`, 32 MiB segments) keeps every
 update's payload until its segment is rotated, and the engine cannot truncate it. `scrub`
@@ -44,17 +45,22 @@ which replaces the old one (`shard` → `shard.old`, `shard.next` → `shard`, `
 deleted) while every other call of this store waits. `scrub.pending` is written before and
 removed after, so an interrupted scrub is finished at the next open: a complete `shard.next`
 with `shard` missing is moved into place, any other leftover is discarded and the scrub run
-again. Its cost grows with the whole store, not with what was erased: measured 0.4 s for 1k
-points and 1.3 s for 10k (about 0.3 s plus 0.1 ms a point; docs/operations.md). A flush costs
-an update about 24 ms (a commit stage makes two).
+again. A scrub first needs room for a second copy of the shard (its size on disk plus
+`MIN_FREE_BYTES`) and is refused otherwise, the shard served as it was; a copy that fails
+midway is deleted, so that it never holds the space the next open checks for. Its cost
+grows with the whole store, not with what was erased: measured 0.4 s for 1k points and 1.3 s
+for 10k (about 0.3 s plus 0.1 ms a point; docs/operations.md). A flush costs an update about
+24 ms (a commit stage makes two).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import sys
@@ -103,6 +109,11 @@ READ_FIELDS = [DOC_FIELD, ID_FIELD, KIND_FIELD, "tenant", "space"]
 COPY_PAGE = 512  # points per update when a scrub copies the shard
 # More than one update and a new 32 MiB log segment need (see the module docstring).
 MIN_FREE_BYTES = 64 * 2**20
+# Failures of the disk under the store (full, read-only, failing, over quota): the store is
+# unavailable until an operator fixes the disk, not broken.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EIO, errno.EDQUOT})
+# how the engine (Rust) names an OS error: "(os error 28)", or "Os { code: 30, ... }"
+_OS_ERROR = re.compile(r"os error (\d+)|Os \{ code: (\d+)")
 _KIND_NAMESPACES = {kind: uuid.uuid5(uuid.NAMESPACE_URL, f"atommem/{kind.value}") for kind in Kind}
 
 
@@ -181,8 +192,13 @@ class _Gate:
             while self._exclusive:
                 self._cond.wait()
             self._exclusive = True  # new calls wait from now on
-            while self._users:
-                self._cond.wait()
+            try:
+                while self._users:
+                    self._cond.wait()
+            except BaseException:  # interrupted waiting (a time limit, Ctrl-C): let them in
+                self._exclusive = False
+                self._cond.notify_all()
+                raise
         try:
             yield
         finally:
@@ -193,6 +209,21 @@ class _Gate:
 
 def _first_line(exc: BaseException) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _disk_failure(why: str) -> bool:
+    """Whether an engine error's text names a failure of the disk (`DISK_ERRNOS`)."""
+    return any(int(a or b) in DISK_ERRNOS for a, b in _OS_ERROR.findall(why))
+
+
+def _size_on_disk(path: Path) -> int:
+    """The bytes the files under `path` occupy (allocated blocks: the engine's mapped files
+    are sparse)."""
+    total = 0
+    for item in path.rglob("*"):
+        with suppress(OSError):
+            total += item.lstat().st_blocks * 512
+    return total
 
 
 def _fsync_dir(path: Path) -> None:
@@ -245,13 +276,20 @@ class EdgeStore:
         # checked before the lock file exists, so a refused directory is left untouched;
         # checked again below once this process owns the directory
         self._check_layout()
-        # before anything is created or loaded: the engine maps its files (32 MiB of log at
-        # once) and a full disk would kill the process
-        self._check_writable("opening")
+        self._refuse_read_only("opening")
+        # An interrupted scrub's leftovers hold space the free-space check wants: they are
+        # settled (the owner's job) before it. Otherwise checked before the lock file exists.
+        leftovers = any((self._path / name).exists() for name in (NEXT, OLD))
+        if not leftovers:
+            # before anything is created or loaded: the engine maps its files (32 MiB of log
+            # at once) and a full disk would kill the process
+            self._check_writable("opening")
         if self._owner is None:  # else kept while the shard was closed to be loaded again
             self._take_ownership()
         try:
             self._settle_swap()
+            if leftovers:
+                self._check_writable("opening")
             shard = self._load_or_create()
             if (self._path / SCRUB_PENDING).exists():
                 shard = self._scrub_at_open(shard)
@@ -342,7 +380,7 @@ class EdgeStore:
             return qe.EdgeShard.load(str(shard_dir), self._config())
         except Exception as exc:  # the engine reports any unreadable shard as Exception
             first = _first_line(exc)
-            if "os error 28" in first or "os error 30" in first:  # ENOSPC, EROFS
+            if _disk_failure(first):  # full, read-only, failing: not the shard's fault
                 raise self._unavailable("opening", first) from None
             raise StoreFormatError(
                 f"the store at {self._path} cannot be opened by Qdrant Edge {engine_version()} "
@@ -471,6 +509,7 @@ class EdgeStore:
         after it, so that an index read while it was under way is never saved (see
         snapshots.py)."""
         failed: str | None = None
+        flushing = False
         with self._gate.shared():
             shard = self._shard  # opened first: only the owner may touch the saved indexes
             for tenant, space in spaces or ():
@@ -480,6 +519,7 @@ class EdgeStore:
                 self._check_writable("writing to")
                 try:
                     shard.update(operation)
+                    flushing = True
                     # durable before it returns: the log is mapped into memory, so an update
                     # on a disk that can no longer write fails only here
                     shard.flush()
@@ -489,10 +529,15 @@ class EdgeStore:
                 for tenant, space in spaces or ():
                     if self.snapshots is not None:
                         self.snapshots.written(tenant, space)
-        if failed is not None:
+        if failed is None:
+            return
+        if flushing or _disk_failure(failed):
             # The engine may hold in memory what its files lack: load it from them next time.
             self._reload()
             raise self._unavailable("writing to", failed)
+        # the engine refused the update itself (it changed nothing): not the disk's fault
+        log.error("writing to the store at %s failed: %s", self._path, failed)
+        raise StoreError(f"writing to the store failed ({failed})")
 
     def _reload(self) -> None:
         """Close the shard (keeping the directory's lock); the next call loads it again."""
@@ -509,25 +554,28 @@ class EdgeStore:
         log.error("%s the store at %s failed: %s", doing, self._path, why)
         return StoreUnavailable(f"{doing} the store failed ({why}); try again later")
 
-    def _check_writable(self, doing: str) -> None:
-        """Refuse (StoreUnavailable) unless the store's filesystem is writable and has
-        `MIN_FREE_BYTES` free."""
-        if self._read_only():
-            log.error("%s the store at %s refused: its filesystem is read-only", doing, self._path)
-            raise StoreUnavailable(f"{doing} the store refused: its filesystem is read-only")
+    def _check_writable(self, doing: str, need: int = MIN_FREE_BYTES) -> None:
+        """Refuse (StoreUnavailable) unless the store's filesystem is writable and has `need`
+        bytes free."""
+        self._refuse_read_only(doing)
         free = self._free_bytes()
-        if free < MIN_FREE_BYTES:
+        if free < need:
             log.error(
                 "%s the store at %s refused: %d MiB free, it needs %d MiB",
                 doing,
                 self._path,
                 free // 2**20,
-                MIN_FREE_BYTES // 2**20,
+                -(-need // 2**20),
             )
             raise StoreUnavailable(
                 f"{doing} the store refused: {free // 2**20} MiB free on its disk, it needs "
-                f"{MIN_FREE_BYTES // 2**20} MiB; try again once space is freed"
+                f"{-(-need // 2**20)} MiB; try again once space is freed"
             )
+
+    def _refuse_read_only(self, doing: str) -> None:
+        if self._read_only():
+            log.error("%s the store at %s refused: its filesystem is read-only", doing, self._path)
+            raise StoreUnavailable(f"{doing} the store refused: its filesystem is read-only")
 
     def _read_only(self) -> bool:
         try:
@@ -614,68 +662,106 @@ class EdgeStore:
         """After an erasure: rewrite the shard from its live points, so that nothing erased
         stays in its segments or its write-ahead log (see the module docstring); every other
         call waits meanwhile. Raises StoreError when it cannot: the erasure is then not
-        acknowledged, and the next open (or compaction) runs it again."""
+        acknowledged, and the next open (or compaction) runs it again (`scrub.pending`). A
+        scrub refused or failed before its swap leaves the shard as it was, still served."""
         with self._gate.exclusive():
             shard = self._shard
             try:
-                self._opened = self._rewrite(shard)
+                fresh_dir = self._prepare_and_copy(shard)
+            except StoreError:
+                raise
+            except Exception as exc:
+                raise self._unavailable("compacting", _first_line(exc)) from None
+            try:
+                self._opened = self._replace(shard, fresh_dir)
             except StoreError:
                 self._opened = None  # loaded again, and the scrub redone, at the next call
                 raise
             except Exception as exc:
                 self._opened = None
                 raise self._unavailable("compacting", _first_line(exc)) from None
+            except BaseException:  # a time limit, Ctrl-C: `shard` is closed all the same
+                self._opened = None
+                raise
 
     def _scrub_at_open(self, shard: qe.EdgeShard) -> qe.EdgeShard:
         """Finish a scrub that was interrupted; if it cannot run now, serve the shard as it is
-        (the next erasure's compaction runs it again)."""
+        (the next erasure's compaction, or the next open, runs it again)."""
         try:
-            return self._rewrite(shard)
+            fresh_dir = self._prepare_and_copy(shard)
+        except Exception as exc:
+            log.error("the interrupted scrub of the store at %s failed again: %s", self._path, exc)
+            return shard
+        try:
+            return self._replace(shard, fresh_dir)
         except Exception as exc:
             log.error("the interrupted scrub of the store at %s failed again: %s", self._path, exc)
             self._settle_swap()
             return qe.EdgeShard.load(str(self._path / SHARD), self._config())
 
-    def _rewrite(self, shard: qe.EdgeShard) -> qe.EdgeShard:
-        """Copy every live point into a new shard, swap it in, and return it loaded. The
-        caller holds the gate exclusively (or is opening the store). `shard` is closed
-        whether this succeeds or not."""
+    def _prepare_and_copy(self, shard: qe.EdgeShard) -> Path:
+        """Mark the scrub pending, check there is room for a second copy of the shard, and
+        copy it; on any failure `shard` is left open and untouched and no copy is left."""
+        self._mark_scrub_pending()
+        # the copy grows to the shard's size, and the engine needs its margin on top
+        self._check_writable("compacting", _size_on_disk(self._path / SHARD) + MIN_FREE_BYTES)
+        return self._copy(shard)
+
+    def _mark_scrub_pending(self) -> None:
+        """Written before anything can refuse the scrub, so that any later open runs it. On a
+        full or read-only disk that cannot take even this empty file, the scrub is refused:
+        by the space check that follows, or here."""
+        pending = self._path / SCRUB_PENDING
+        if pending.exists():
+            return
         try:
-            return self._swap_in(shard, self._copy(shard))
+            pending.write_bytes(b"")
+            _fsync_dir(self._path)
+        except OSError as exc:
+            if exc.errno not in DISK_ERRNOS:
+                raise
+            self._check_writable("compacting")
+            why = f"cannot write {SCRUB_PENDING}: {exc.strerror}"
+            raise self._unavailable("compacting", why) from None
+
+    def _copy(self, shard: qe.EdgeShard) -> Path:
+        """Every live point of `shard`, with its vector and stored payload, in a new shard
+        (closed, in `shard.next/`); a copy that fails is deleted, so that it holds no space."""
+        fresh_dir = self._path / NEXT
+        shutil.rmtree(fresh_dir, ignore_errors=True)
+        try:
+            fresh = self._create(fresh_dir)
+            try:
+                offset: Any = None
+                while True:
+                    records, offset = shard.scroll(
+                        qe.ScrollRequest(
+                            offset=offset, limit=COPY_PAGE, with_payload=True, with_vector=True
+                        )
+                    )
+                    if records:
+                        self._check_writable("compacting")  # the copy grows mapped files too
+                        copies = [qe.Point(r.id, r.vector or {}, r.payload or {}) for r in records]
+                        fresh.update(qe.UpdateOperation.upsert_points(copies))
+                    if offset is None:
+                        break
+                fresh.flush()
+            finally:
+                fresh.close()
+        except BaseException:
+            shutil.rmtree(fresh_dir, ignore_errors=True)
+            raise
+        return fresh_dir
+
+    def _replace(self, shard: qe.EdgeShard, fresh_dir: Path) -> qe.EdgeShard:
+        """Swap the complete copy in and return it loaded; `shard` is closed whether this
+        succeeds or not (an interrupted swap is settled at the next open)."""
+        try:
+            return self._swap_in(shard, fresh_dir)
         except BaseException:
             with suppress(Exception):
                 shard.close()
             raise
-
-    def _copy(self, shard: qe.EdgeShard) -> Path:
-        """Every live point of `shard`, with its vector and stored payload, in a new shard
-        (closed, in `shard.next/`)."""
-        fresh_dir = self._path / NEXT
-        pending = self._path / SCRUB_PENDING
-        self._check_writable("compacting")
-        if not pending.exists():
-            pending.write_bytes(b"")
-            _fsync_dir(self._path)
-        shutil.rmtree(fresh_dir, ignore_errors=True)
-        fresh = self._create(fresh_dir)
-        try:
-            offset: Any = None
-            while True:
-                records, offset = shard.scroll(
-                    qe.ScrollRequest(
-                        offset=offset, limit=COPY_PAGE, with_payload=True, with_vector=True
-                    )
-                )
-                if records:
-                    self._check_writable("compacting")  # the copy grows mapped files too
-                    copies = [qe.Point(r.id, r.vector or {}, r.payload or {}) for r in records]
-                    fresh.update(qe.UpdateOperation.upsert_points(copies))
-                if offset is None:
-                    break
-            fresh.flush()
-        finally:
-            fresh.close()
-        return fresh_dir
 
     def _swap_in(self, shard: qe.EdgeShard, fresh_dir: Path) -> qe.EdgeShard:
         here, old = self._path / SHARD, self._path / OLD

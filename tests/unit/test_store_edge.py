@@ -18,7 +18,7 @@ import pytest
 from common.memory.stages import Next, drain_stage
 from common.store import records
 from common.store.base import Kind, Point, StoreError, StoreFormatError, StoreUnavailable
-from common.store.edge import MARKER, EdgeStore
+from common.store.edge import MARKER, EdgeStore, _disk_failure, _Gate
 from tests.helpers.contexts import OPEN_STORES, make_ctx
 from tests.helpers.doubles import unit
 from tests.helpers.records import draft, queued_head, session_record
@@ -366,3 +366,75 @@ def test_a_commit_into_a_store_that_cannot_write_fails_the_job(
     assert ctx.store.count(Kind.FACTS, "t", "s") == facts_before
     stored = records.get_session(ctx.store, "t", "s", "s1")
     assert stored is not None and stored.status == "accepted" and stored.plan is None
+
+
+def test_an_exclusive_call_interrupted_while_waiting_leaves_the_gate_usable() -> None:
+    gate = _Gate()
+    real_wait = gate._cond.wait
+
+    def interrupted(timeout: float | None = None) -> bool:
+        raise KeyboardInterrupt  # as a Celery soft time limit raises inside the wait
+
+    with gate.shared():
+        gate._cond.wait = interrupted  # type: ignore[method-assign]
+        with pytest.raises(KeyboardInterrupt), gate.exclusive():
+            pass
+        gate._cond.wait = real_wait  # type: ignore[method-assign]
+    entered = threading.Event()
+
+    def later() -> None:
+        with gate.shared():
+            entered.set()
+        with gate.exclusive():
+            pass
+
+    thread = threading.Thread(target=later, daemon=True)
+    thread.start()
+    thread.join(timeout=30)  # a hang detector only: before the fix it waits forever
+    assert entered.is_set() and not thread.is_alive()
+
+
+def test_a_compaction_interrupted_during_its_swap_leaves_a_usable_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = opened(tmp_path / "store")
+    store.upsert(Kind.FACTS, [pt("a"), pt("b")])
+
+    def interrupted(self: EdgeStore, shard: object, fresh_dir: Path) -> object:
+        shard.close()  # type: ignore[attr-defined]
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(EdgeStore, "_swap_in", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        store.compact()
+    monkeypatch.undo()
+    # the closed shard is not served: the next call loads it again (and finishes the scrub)
+    assert store.count(Kind.FACTS, "t", "s") == 2
+    store.upsert(Kind.FACTS, [pt("c")])
+    assert {p.id for p in store.scroll(Kind.FACTS, "t", "s")} == {"a", "b", "c"}
+
+
+@pytest.mark.parametrize(
+    ("why", "disk"),
+    [
+        ("No space left on device (os error 28)", True),
+        ("Read-only file system (os error 30)", True),
+        ("Input/output error (os error 5)", True),
+        ("Disk quota exceeded (os error 122)", True),
+        ('WAL flush failed: Os { code: 30, kind: ReadOnlyFilesystem, message: "x" }', True),
+        ("Service internal error: wrong input: vector dimension error", False),
+        ("something (os error 50)", False),
+    ],
+)
+def test_disk_failures_are_told_from_other_engine_errors(why: str, disk: bool) -> None:
+    assert _disk_failure(why) is disk
+
+
+def test_an_update_the_engine_rejects_is_an_error_not_unavailable(tmp_path: Path) -> None:
+    store = opened(tmp_path / "store")
+    store.upsert(Kind.FACTS, [pt("a")])
+    wrong = Point("x", {"tenant": "t", "space": "s"}, unit(1, 2, 3, 4, 5))  # 5-d, store is 4-d
+    with pytest.raises(StoreError) as refused:
+        store.upsert(Kind.FACTS, [wrong])
+    assert not isinstance(refused.value, StoreUnavailable)
+    assert {p.id for p in store.scroll(Kind.FACTS, "t", "s")} == {"a"}

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from fastapi import FastAPI
@@ -19,7 +20,7 @@ from fastapi.testclient import TestClient
 
 from api.errors import install
 from common.store.base import Kind, Point, StoreError, StoreUnavailable
-from common.store.edge import NEXT, OLD, SCRUB_PENDING, SHARD, EdgeStore
+from common.store.edge import MIN_FREE_BYTES, NEXT, OLD, SCRUB_PENDING, SHARD, EdgeStore
 from tests.helpers.doubles import unit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +40,9 @@ def mount(args: list[str]) -> None:
 
 
 def unmount(point: Path) -> None:
-    subprocess.run(["umount", str(point)], capture_output=True, check=False)
+    done = subprocess.run(["umount", str(point)], capture_output=True, check=False)
+    if done.returncode != 0:  # busy: a failed test left a store open on it
+        subprocess.run(["umount", "-l", str(point)], capture_output=True, check=False)
 
 
 def holding(root: Path, needle: str) -> list[str]:
@@ -193,3 +196,124 @@ def test_a_scrub_interrupted_while_copying_is_run_again_at_the_next_open(
     (path / SCRUB_PENDING).write_bytes(b"")
     assert holding(path, MARKER)  # the old shard's log still holds it
     after_reopen(path)
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 512 MiB tmpfs: room for a small store (20 to 95 MiB: log segments) and its scrub."""
+    point = tmp_path / "small"
+    point.mkdir()
+    mount(["-t", "tmpfs", "-o", "size=512m", "tmpfs", str(point)])
+    yield point
+    unmount(point)
+
+
+def free_bytes(path: Path) -> int:
+    stat = os.statvfs(path)
+    return stat.f_bavail * stat.f_frsize
+
+
+def fill(path: Path, leave: int) -> Path:
+    """A file taking all but `leave` bytes of the filesystem under `path`."""
+    filler = path / "filler"
+    with filler.open("wb") as handle:
+        handle.write(b"\0" * max(free_bytes(path) - leave, 0))
+    return filler
+
+
+def many_erased(path: Path) -> EdgeStore:
+    """`erased_store`, with enough points that a scrub copies more than one page."""
+    store = erased_store(path)
+    store.upsert(Kind.FACTS, [pt(f"p{i}", text="kept") for i in range(1200)])
+    return store
+
+
+def test_a_scrub_that_runs_out_of_disk_midway_leaves_a_usable_store(
+    tmpfs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmpfs / "store"
+    store = many_erased(path)
+    real = EdgeStore._check_writable
+    calls = []
+
+    def filling(self: EdgeStore, doing: str, need: int = MIN_FREE_BYTES) -> None:
+        calls.append(doing)
+        if doing == "compacting" and (path / NEXT).exists() and not (tmpfs / "filler").exists():
+            fill(tmpfs, MIN_FREE_BYTES // 2)  # taken by others while the copy grows
+        real(self, doing, need)
+
+    monkeypatch.setattr(EdgeStore, "_check_writable", filling)
+    with pytest.raises(StoreUnavailable, match="MiB free on its disk"):
+        store.compact()
+    monkeypatch.undo()
+    assert calls.count("compacting") >= 2  # it started copying
+    assert not (path / NEXT).exists()  # the copy holds no space
+    assert (path / SCRUB_PENDING).exists()
+    assert store.count(Kind.FACTS, "t", "s") == 1201  # still served as it was
+    (tmpfs / "filler").unlink()
+    store.close()
+    again = EdgeStore(path, 4)  # opens, and runs the scrub now that there is room
+    try:
+        assert again.count(Kind.FACTS, "t", "s") == 1201
+        assert holding(path, MARKER) == []
+        assert not (path / SCRUB_PENDING).exists()
+    finally:
+        again.close()
+
+
+def test_a_scrub_with_no_room_for_its_copy_is_refused_and_left_pending(tmpfs: Path) -> None:
+    path = tmpfs / "store"
+    store = many_erased(path)
+    fill(tmpfs, MIN_FREE_BYTES + 2**20)  # writes fit, a second copy of the shard does not
+    with pytest.raises(StoreUnavailable, match="compacting the store refused") as refused:
+        store.compact()
+    assert str(tmpfs) not in str(refused.value)
+    assert not (path / NEXT).exists()
+    assert (path / SCRUB_PENDING).exists()  # the next open scrubs
+    # the shard was never closed: it serves reads and takes writes
+    store.upsert(Kind.FACTS, [pt("c")])
+    assert store.count(Kind.FACTS, "t", "s") == 1202
+    (tmpfs / "filler").unlink()
+    store.close()
+    again = EdgeStore(path, 4)
+    try:
+        assert again.count(Kind.FACTS, "t", "s") == 1202  # opened, and scrubbed
+        assert holding(path, MARKER) == []
+        assert not (path / SCRUB_PENDING).exists()
+    finally:
+        again.close()
+
+
+def test_a_leftover_copy_holding_the_free_space_does_not_block_the_open(tmpfs: Path) -> None:
+    path = tmpfs / "store"
+    many_erased(path).close()
+    # a scrub's half-built copy (killed before it could delete it) holding the space
+    (path / NEXT).mkdir()
+    (path / SCRUB_PENDING).write_bytes(b"")
+    fill(path / NEXT, MIN_FREE_BYTES // 2)
+    again = EdgeStore(path, 4)
+    try:
+        assert again.count(Kind.FACTS, "t", "s") == 1201
+        assert not (path / NEXT).exists()
+        assert holding(path, MARKER) == []  # and the scrub ran again
+    finally:
+        again.close()
+
+
+def test_an_erasure_the_store_refuses_leaves_the_session_in_flight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from common.memory import admin
+    from common.models.responses import Erased
+    from common.store import records
+
+    cancelled = []
+
+    def refused(*args: object) -> None:
+        raise StoreUnavailable("writing to the store refused: 1 MiB free on its disk")
+
+    monkeypatch.setattr(admin, "cancel_session", lambda *args: cancelled.append(args))
+    monkeypatch.setattr(records, "delete_session", refused)
+    with pytest.raises(StoreUnavailable):
+        admin._cancel(SimpleNamespace(store=None), None, "t", "s", "s1", Erased())  # type: ignore[arg-type]
+    assert cancelled == []  # its job and payload stay for the erasure's retry

@@ -87,8 +87,21 @@ def admin(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
             coord.scrub()
         except (AtomMemError, sqlite3.Error) as exc:
             log.error("after an erasure in space %r: %s", p.space, exc)
-            done = failure(exc if isinstance(exc, AtomMemError) else StoreUnavailable(str(exc)))
+            done = failure(_scrub_failed(exc, erased=not isinstance(done, dict)))
         url = settings.broker.url
         if url:
             rewrite_after_erasure([url, settings.broker.result_url or url])
     return done if isinstance(done, dict) else done.model_dump(mode="json")
+
+
+def _scrub_failed(exc: Exception, erased: bool) -> AtomMemError:
+    """An erasure whose scrub failed: 503. Its records are erased already (a retried DELETE
+    finds nothing), and the scrub is left pending: the store's next open or next erasure runs
+    it (`scrub.pending`, common/store/edge.py), the journal's next erasure truncates its log."""
+    why = str(exc) if isinstance(exc, AtomMemError) else f"the journal: {exc}"
+    if not erased:  # refused (not found, in conflict): nothing was erased by this run
+        return exc if isinstance(exc, AtomMemError) else StoreUnavailable(why)
+    return StoreUnavailable(
+        f"the records are erased, but removing their bytes from disk failed ({why}); that is "
+        "pending and is finished at the store's next open or next erasure"
+    )
