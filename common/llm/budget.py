@@ -65,16 +65,21 @@ class ModelUnavailable(BudgetShort):
     been failing for less than `llm.outage_s`: the task is re-queued in `retry_in` seconds
     like one short of budget (its calls that went through are parked), not failed."""
 
-    def __init__(self, endpoint: str, retry_in: float, down_s: float, error: str) -> None:
+    def __init__(
+        self, endpoint: str, retry_in: float, down_s: float, error: str, since: float
+    ) -> None:
         super().__init__(endpoint, retry_in)
+        self.since = since  # when this task's calls began failing: carried to its next run
         self.args = (f"{UNAVAILABLE}: {endpoint} failing for {down_s:.0f} s ({error})",)
 
 
-def unavailable(endpoint: str, retry_in: float, down_s: float, error: str) -> Exception:
+def unavailable(
+    endpoint: str, retry_in: float, down_s: float, error: str, since: float
+) -> Exception:
     """What a call whose endpoint keeps failing raises: ModelUnavailable inside a task (it
-    is re-queued); outside one a ModelBusy that says why."""
+    is re-queued, `since` its calls' first failure); outside one a ModelBusy that says why."""
     if _TASK.get() is not None:
-        return ModelUnavailable(endpoint, retry_in, down_s, error)
+        return ModelUnavailable(endpoint, retry_in, down_s, error, since)
     return ModelBusy(f"{UNAVAILABLE}: {endpoint} failing for {down_s:.0f} s ({error})")
 
 
@@ -105,6 +110,7 @@ class _Patience:
 
     started: bool = False
     waited_s: float = 0.0
+    failing_since: float | None = None  # its calls' first failure, on an earlier run
 
 
 _TASK: ContextVar[_Patience | None] = ContextVar("atommem_budget_task", default=None)
@@ -123,15 +129,30 @@ def deadline_scope(deadline: float | None) -> Iterator[None]:
         _DEADLINE.reset(token)
 
 
-def _caller_gone(endpoint: str) -> Exception:
+def deadline() -> float | None:
+    """When the question being answered in this context stops being waited for (None: no
+    question, or no deadline)."""
+    return _DEADLINE.get()
+
+
+def caller_gone(endpoint: str) -> Exception:
     return ModelBusy(f"{WAITING}: {endpoint}; the question's caller stopped waiting first")
 
 
+def task_failing_since() -> float | None:
+    """When the running task's calls began failing transiently on an earlier run (the
+    outage it was re-queued for), or None."""
+    patience = _TASK.get()
+    return patience.failing_since if patience is not None else None
+
+
 @contextmanager
-def task_scope() -> Iterator[None]:
+def task_scope(failing_since: float | None = None) -> Iterator[None]:
     """Run one task: its calls wait briefly until the first goes, then patiently. Outside a
-    task (a benchmark's judge, a test) calls wait as long as the budget needs, short of never."""
-    token = _TASK.set(_Patience())
+    task (a benchmark's judge, a test) calls wait as long as the budget needs, short of never.
+    `failing_since`: when its calls began failing, carried from the run that re-queued it
+    for an outage, so the task's own failing time stays bounded by `llm.outage_s`."""
+    token = _TASK.set(_Patience(failing_since=failing_since))
     try:
         yield
     finally:
@@ -180,13 +201,13 @@ class Gate:
             now = self._clock()
             if deadline is not None and now >= deadline:
                 self._count(waited)
-                raise _caller_gone(self.endpoint)
+                raise caller_gone(self.endpoint)
             wait = self._budgets.take(self.endpoint, self.limits, tokens, lease, now)
             if wait <= 0:
                 break
             if deadline is not None and now + wait >= deadline:
                 self._count(waited)
-                raise _caller_gone(self.endpoint)
+                raise caller_gone(self.endpoint)
             if waited + wait > self._bound(patience):
                 self._count(waited, requeues=int(patience is not None))
                 raise shortage(self.endpoint, wait)

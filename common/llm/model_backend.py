@@ -29,7 +29,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from common.llm import usage
+from common.llm import budget, usage
 from common.llm.budget import shortage, unavailable
 from common.llm.contracts import (
     Answer,
@@ -93,24 +93,53 @@ def day_range(start: str, end: str) -> TimeRange | None:
     return TimeRange(start=min(first, last), end=max(first, last))
 
 
+def _unique(found: list[str]) -> str | None:
+    """The first of `found`, unless another differs from it only in case (two people)."""
+    if not found:
+        return None
+    first = found[0]
+    return None if any(p != first and p.lower() == first.lower() for p in found) else first
+
+
+def _person(name: str, known: Sequence[str]) -> str | None:
+    """The participant a model's `name` means: spelled exactly so, else the one it matches
+    ignoring case, else the one it contains; None when case alone would have to choose
+    between two participants ("Ann" and "ann" are two people, common/models/names.py)."""
+    name = name.strip()
+    if name in known:
+        return name
+    folded = [p for p in known if p.lower() == name.lower()]
+    if folded:
+        return _unique(folded)
+    # "Caroline Smith" or "caroline's" for "Caroline"
+    inside = [p for p in known if p in name]
+    if inside:
+        return inside[0]
+    return _unique([p for p in known if p.lower() in name.lower()])
+
+
 def _people(named: Sequence[str], known: Sequence[str]) -> list[str]:
     """The named people that are known participants, spelled as the participant list does."""
-    by_lower = {p.lower(): p for p in known}
     out: list[str] = []
     for name in named:
-        match = by_lower.get(name.strip().lower())
-        if match is None:  # "Caroline Smith" or "caroline's" for "Caroline"
-            match = next((p for p in known if p.lower() in name.lower()), None)
+        match = _person(name, known)
         if match is not None and match not in out:
             out.append(match)
     return out
 
 
-def call_digest(request: ChatRequest) -> str:
-    """A call's identity: its stage, prompt and answer's schema (the same call, the same
+def call_digest(request: ChatRequest, endpoint: str = "") -> str:
+    """A call's identity: the endpoint that answers it (`model@base_url`, so a model changed
+    meanwhile is asked again), its stage, prompt and answer's schema (the same call, the same
     answer: temperature 0 and a fixed seed)."""
-    body = [request.stage, request.messages, request.schema_name, request.max_tokens]
+    body = [endpoint, request.stage, request.messages, request.schema_name, request.max_tokens]
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _endpoint(transport: Transport) -> str:
+    """Which model answers `transport`'s calls: its `endpoint` (`model@base_url`) where it
+    has one, else its name (an in-process engine)."""
+    return str(getattr(transport, "endpoint", transport.name))
 
 
 @dataclass(frozen=True)
@@ -180,7 +209,8 @@ class ModelBackend:
         throttled: set[int] = set()
         failing: dict[int, float | None] = {}  # transient transport failures: since when
         kept = _KEPT.get()
-        digests = [call_digest(r) for r in requests] if kept is not None else []
+        where = _endpoint(transport)
+        digests = [call_digest(r, where) for r in requests] if kept is not None else []
         pending = [
             i
             for i in range(len(requests))
@@ -189,6 +219,8 @@ class ModelBackend:
         if not pending:
             return [results[i] for i in range(len(requests))]
         role = transport.name.rsplit(":", 1)[-1]
+        deadline = budget.deadline()
+        first_failed: float | None = None  # this run's first transient failure
         for attempt in range(1, self._llm.max_attempts + 1):
             completions = transport.complete([requests[i] for i in pending])
             retry: list[int] = []
@@ -212,6 +244,7 @@ class ModelBackend:
                         throttled.add(i)
                     else:
                         failing[i] = done.failing_since
+                        first_failed = first_failed or time.time()
                     continue
                 usage.record(stage, done.prompt_tokens, done.completion_tokens)
                 try:
@@ -228,19 +261,30 @@ class ModelBackend:
             if not pending:
                 return [results[i] for i in range(len(requests))]
             if attempt < self._llm.max_attempts:
+                if deadline is not None and time.time() + wait >= deadline:
+                    # a question whose caller stops waiting before the next try could end
+                    raise budget.caller_gone(transport.name)
                 self._sleep(wait)
-        if all(i in throttled for i in pending):  # the server asks us to slow down, still
-            raise shortage(transport.name, wait)
         first = pending[0]
         tries = f"after {self._llm.max_attempts} tries"
-        spells = [failing.get(i, -1.0) for i in pending]
-        if all(since is not None and since >= 0 for since in spells):
-            # The endpoint is down: a task is re-queued until the outage outlasts its bound.
-            down_s = max(0.0, time.time() - min(s for s in spells if s is not None))
-            if down_s < self._llm.outage_s:
-                retry_in = min(OUTAGE_RETRY_MAX_S, max(wait, down_s / 2))
-                raise unavailable(transport.name, retry_in, down_s, errors[first])
-            tries += f" and {down_s:.0f} s of outage (llm.outage_s {self._llm.outage_s:g})"
+        spells = {i: failing[i] for i in pending if failing.get(i) is not None}
+        if all(i in throttled or i in spells for i in pending):
+            # Backpressure, not a failure: the server asks us to slow down (429), or the
+            # endpoint is down (5xx, timeouts) for some of the calls and throttles the rest.
+            if not spells:
+                raise shortage(transport.name, wait)
+            first = next(i for i in pending if i in spells)
+            now = time.time()
+            down_s = max(0.0, now - min(s for s in spells.values() if s is not None))
+            # The task's own failing time is bounded too: a prompt that always fails while
+            # other calls succeed keeps ending the endpoint's spell, never the task's.
+            since = budget.task_failing_since() or first_failed or now
+            own_s = max(0.0, now - since)
+            if max(down_s, own_s) < self._llm.outage_s:
+                retry_in = min(OUTAGE_RETRY_MAX_S, max(wait, down_s / 2, own_s / 2))
+                raise unavailable(transport.name, retry_in, down_s, errors[first], since)
+            spell = max(down_s, own_s)
+            tries += f" and {spell:.0f} s of outage (llm.outage_s {self._llm.outage_s:g})"
         raise LLMError(f"LLM stage {requests[first].stage!r} failed {tries}: {errors[first]}")
 
     @staticmethod

@@ -12,18 +12,21 @@ endpoint's budget, in the calling thread and in order, so the calls of a batch s
 budget allows; each settles its tokens when it ends, and a 429 holds every process off. A
 batch whose budget stays short returns the calls it did send and marks the rest `short`, so
 the backend keeps what went through. Transient failures mark the endpoint failing (since
-when, for every process), and a call that goes through ends that spell.
+when, for every process), and a call that goes through ends that spell. A question's call
+(`budget.deadline_scope`) waits for its server no longer than its caller waits for it.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import openai
 
-from common.llm.budget import BudgetShort, Gate, Grant
+from common.llm import budget
+from common.llm.budget import BudgetShort, Gate, Grant, endpoint_id
 from common.llm.transport import ChatRequest, Completion
 from common.settings import LLMEndpoint, LLMSettings
 
@@ -53,6 +56,7 @@ class OpenAITransport:
         self, endpoint: LLMEndpoint, llm: LLMSettings, role: str, gate: Gate | None = None
     ) -> None:
         self.name = f"openai:{role}"
+        self.endpoint = endpoint_id(endpoint)  # which model answers: part of a call's digest
         self._endpoint = endpoint
         self._llm = llm
         self._gate = gate
@@ -74,16 +78,19 @@ class OpenAITransport:
         return self._mode
 
     def complete(self, requests: list[ChatRequest]) -> list[Completion]:
+        # Read here: the pool's threads do not see the calling context's deadline.
+        deadline = budget.deadline()
         if self._gate is None:
             if len(requests) == 1:
-                return [self._one(requests[0])]
-            return list(self._pool.map(self._one, requests))
+                return [self._one(requests[0], None, deadline)]
+            return list(self._pool.map(lambda r: self._one(r, None, deadline), requests))
         if len(requests) == 1:
-            return [self._one(requests[0], self._gate.admit(requests[0]))]
+            return [self._one(requests[0], self._gate.admit(requests[0]), deadline)]
         started: list[Future[Completion]] = []
         try:
             for request in requests:  # each starts once the budget lets it
-                started.append(self._pool.submit(self._one, request, self._gate.admit(request)))
+                grant = self._gate.admit(request)
+                started.append(self._pool.submit(self._one, request, grant, deadline))
         except BudgetShort as short:  # the calls under way end; the rest were never sent
             if not started:
                 raise
@@ -98,20 +105,33 @@ class OpenAITransport:
             raise
         return [f.result() for f in started]
 
-    def _one(self, request: ChatRequest, grant: Grant | None = None) -> Completion:
+    def _one(
+        self, request: ChatRequest, grant: Grant | None = None, deadline: float | None = None
+    ) -> Completion:
         modes = [self._mode] if self._mode else list(MODES)
         first_error: Completion | None = None
         waited = 0.0
         for mode in modes:
+            timeout = self._llm.timeout_s
+            if deadline is not None:  # a question: no longer than its caller waits
+                timeout = min(timeout, deadline - time.time())
+                if timeout <= 0:
+                    self._settle(grant, 0)
+                    gone = f"{budget.WAITING}: the question's caller stopped waiting first"
+                    return Completion(error=gone, waited_s=waited)
             if self._gate is not None and grant is None:
                 grant = self._gate.admit(request)  # the next form is another call
             waited += grant.waited_s if grant is not None else 0.0
+            arguments = self._arguments(request, mode)
             try:
-                response = self._client.chat.completions.create(**self._arguments(request, mode))
+                response = self._client.chat.completions.create(**arguments, timeout=timeout)
             except openai.APITimeoutError:
                 self._settle(grant, None)  # the server may have spent the tokens
-                timeout = f"timed out after {self._llm.timeout_s:g} s"
-                return self._failing(Completion(error=timeout, retryable=True, waited_s=waited))
+                if deadline is not None and time.time() >= deadline:
+                    gone = f"timed out after {timeout:g} s, when the question's caller stopped"
+                    return Completion(error=gone, waited_s=waited)  # not retried: nobody waits
+                timed_out = f"timed out after {timeout:g} s"
+                return self._failing(Completion(error=timed_out, retryable=True, waited_s=waited))
             except openai.APIConnectionError as exc:
                 self._settle(grant, None)
                 where = f"cannot reach {self._where()}: {exc}"

@@ -24,7 +24,7 @@ from common.memory.extract import chunks, draft_session
 from common.memory.ingest import accept, note_participants, session_hash
 from common.models import ids
 from common.models.drafts import DraftFact
-from common.models.jobs import FINISHED, AcceptPayload, ExtractPayload
+from common.models.jobs import FINISHED, AcceptPayload, ExtractPayload, Job
 from common.models.session import SessionInput
 from common.store import records
 from common.store.coordination.chunks import ChunkParking
@@ -113,14 +113,21 @@ def cancel_session(coord: Coordination, tenant: str, space: str, session_id: str
 
 
 def abandoned(coord: Coordination, payload: ExtractPayload) -> bool:
-    """Checked after parking a chunk: whether its job was erased or failed meanwhile; then
-    nothing asks for a drain. An erased job's parked drafts go (an erasure's own drop may
-    have run before this chunk was parked); a failed job's stay for its retry."""
+    """Checked after extracting a chunk, however that ended: whether its job was erased or
+    failed meanwhile; then nothing asks for a drain. An erased job's parked drafts and calls
+    go (an erasure's own drop may have run before this chunk parked them); a failed job's
+    stay for its retry."""
     job = coord.jobs.get_job(payload.tenant, payload.job_id)
+    return drop_if_erased(coord, payload, job) or (job is not None and job.state == "failed")
+
+
+def drop_if_erased(coord: Coordination, payload: ExtractPayload, job: Job | None) -> bool:
+    """Whether the chunk's job (`job`, as just read) was erased, its payload gone; then the
+    session's parked drafts and calls go."""
     gone = job is None or coord.jobs.job_payload(payload.tenant, payload.job_id) is None
     if gone:
         coord.chunks.drop_chunks(payload.tenant, payload.space, payload.session.session_id)
-    return gone or (job is not None and job.state == "failed")
+    return gone
 
 
 def accept_stage(
@@ -231,8 +238,16 @@ def extract_stage(ctx: MemoryContext, chunks: ChunkParking, payload: ExtractPayl
     session_id = payload.session.session_id
     found = chunks.get_calls(payload.tenant, payload.space, session_id, payload.chunk)
 
-    def park(digest: str, answer: str) -> None:
-        chunks.put_call(payload.tenant, payload.space, session_id, payload.chunk, digest, answer)
+    def park(digest: str, answer: str) -> None:  # nothing once the job is erased
+        chunks.put_call(
+            payload.tenant,
+            payload.space,
+            session_id,
+            payload.chunk,
+            digest,
+            answer,
+            job_id=payload.job_id,
+        )
 
     kept = KeptCalls(found={digest: raw for (_, digest), raw in found.items()}, park=park)
     with (

@@ -2,7 +2,8 @@
 server: a shared request budget holds at the server, a burst of 429s ends with every job
 done, and a zero budget fails nothing but leaves its jobs waiting; a budget too tight for a
 task's calls, or an outage of the endpoint longer than a call's tries, ends with each call
-that succeeded made once."""
+that succeeded made once; a prompt that always fails while its endpoint recovers fails its
+job once it has failed for `llm.outage_s`."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from common.models.session import SessionInput, Turn
 from common.settings import ApiSettings, BrokerSettings, Settings, StoreSettings
 from common.store import records
 from common.store.backends import open_store
-from common.store.coordination.budgets import model_counters
+from common.store.coordination.budgets import RedisBudgets, model_counters
 from tests.helpers.fake_llm_server import (
     FakeLLM,
     Reply,
@@ -328,3 +329,55 @@ def test_a_job_failed_by_a_long_outage_keeps_its_counts_and_resumes(
     assert "of outage (llm.outage_s 2)" in (failed.reason or ""), failed.reason
     assert (done.state, done.reason) == ("done", None)
     assert len(outage.answered) == 8 and set(outage.answered.values()) == {1}
+
+
+class OnePromptDown:
+    """The server answers every window but one, which always gets a 503; meanwhile other
+    callers' calls keep succeeding on the endpoint (`busy`), so its failing spell keeps
+    ending."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.windows: list[str] = []
+        self.failed = 0
+
+    def __call__(self, request: dict[str, object]) -> Reply:
+        window = window_of(request)
+        with self.lock:
+            if window not in self.windows:
+                self.windows.append(window)
+            if len(self.windows) > 3 and window == self.windows[3]:  # the 4th window seen
+                self.failed += 1
+                return error(503, "upstream overloaded")
+        return schema_answer(request)
+
+
+def test_a_prompt_that_always_fails_ends_its_job_though_its_endpoint_recovers(
+    tmp_path: Path, redis_url: str
+) -> None:
+    down = OnePromptDown()
+    stop = threading.Event()
+    with serve(down) as server:
+        budgets = RedisBudgets(redis.Redis.from_url(redis_url, decode_responses=True))
+        endpoint = f"fake@{server.base_url}"
+
+        def others_succeed() -> None:
+            while not stop.wait(0.05):
+                budgets.recovered(endpoint)
+
+        busy = threading.Thread(target=others_succeed, daemon=True)
+        env = model_env(redis_url, tmp_path, server, outage_s="2")
+        worker = WorkerProcess(env, tmp_path / "w.log", ALL_QUEUES)
+        try:
+            worker.wait_ready()
+            busy.start()
+            client = producer(redis_url)
+            (job,) = client.submit("default", SPACE, [long_session(8)])
+            (failed,) = client.wait("default", [job.job_id], timeout=60)
+        finally:
+            stop.set()
+            worker.stop()
+    print(f"\n503s of the one prompt: {down.failed}")
+    assert failed.state == "failed", failed.reason
+    assert "of outage (llm.outage_s 2)" in (failed.reason or ""), failed.reason
+    assert failed.counts.get("llm.extract.calls") == 7  # the calls that went through, kept

@@ -17,14 +17,17 @@ from common.llm import usage
 from common.llm.budget import (
     BudgetShort,
     Gate,
+    ModelBusy,
     ModelUnavailable,
+    deadline_scope,
     endpoint_id,
     estimate,
     task_scope,
 )
-from common.llm.model_backend import KeptCalls, ModelBackend, keeping
+from common.llm.model_backend import KeptCalls, ModelBackend, _people, call_digest, keeping
 from common.llm.openai_compat import OpenAITransport
 from common.llm.transport import ChatRequest, Completion, LLMError
+from common.models.jobs import Job
 from common.settings import LLMEndpoint, LLMSettings, MemorySettings
 from common.store import keys
 from common.store.coordination.budgets import (
@@ -34,6 +37,8 @@ from common.store.coordination.budgets import (
     RedisBudgets,
     model_counters,
 )
+from common.store.coordination.chunks import RedisChunks
+from common.store.coordination.jobs import RedisJobs
 from tests.helpers.fake_llm_server import completion, rate_limited, serve
 from tests.helpers.redis import flushed, shared_url
 
@@ -348,3 +353,89 @@ def test_without_a_failing_spell_a_call_fails_after_its_tries() -> None:
     engine = Scripted(lambda _: Completion(error="engine error", retryable=True))
     with task_scope(), pytest.raises(LLMError, match="after 3 tries: engine error"):
         run(backend(engine), engine, 1)
+
+
+def test_a_task_failing_on_its_own_fails_once_its_own_failing_time_passes_the_bound() -> None:
+    # The endpoint's spell keeps starting again (other calls succeed), the task's does not.
+    flaky = Scripted(down_since(10))
+    with task_scope(failing_since=time.time() - 400), pytest.raises(LLMError) as failed:
+        run(backend(flaky, outage_s=300), flaky, 1)
+    assert not isinstance(failed.value, BudgetShort)
+    assert "400 s of outage (llm.outage_s 300)" in str(failed.value)
+    with task_scope(), pytest.raises(ModelUnavailable) as waiting:
+        run(backend(flaky, outage_s=300), flaky, 1)
+    assert waiting.value.since == pytest.approx(time.time(), abs=5)  # carried to its next run
+
+
+def test_a_mix_of_throttled_and_failing_calls_re_queues_the_task() -> None:
+    since = time.time() - 10
+
+    def mixed(request: ChatRequest) -> Completion:
+        if request.messages[0]["content"] == "w0":
+            return Completion(error="HTTP 429", retryable=True, throttled=True)
+        return Completion(error="HTTP 503", retryable=True, failing_since=since)
+
+    both = Scripted(mixed)
+    with task_scope(), pytest.raises(ModelUnavailable, match="HTTP 503"):
+        run(backend(both, outage_s=300), both, 2)
+    throttled = Scripted(lambda _: Completion(error="HTTP 429", retryable=True, throttled=True))
+    with task_scope(), pytest.raises(BudgetShort) as short:
+        run(backend(throttled, outage_s=300), throttled, 2)
+    assert not isinstance(short.value, ModelUnavailable)
+
+
+def test_a_question_past_its_deadline_is_not_tried_again() -> None:
+    engine = Scripted(lambda _: Completion(error="HTTP 503", retryable=True))
+    slept: list[float] = []
+    llm = LLMSettings(backoff_s=5.0)
+    b = ModelBackend("openai", llm, MemorySettings(), engine, engine, sleep=slept.append)
+    with deadline_scope(time.time() + 1), pytest.raises(ModelBusy, match="stopped waiting"):
+        run(b, engine, 1)
+    assert len(engine.sent) == 1 and slept == []  # no 5 s backoff past a caller waiting 1 s
+
+
+def test_a_question_s_http_call_waits_no_longer_than_its_caller() -> None:
+    slow = completion('{"x": 1}')[:3]
+    with serve(lambda _: (*slow, 2.0)) as server:
+        endpoint = LLMEndpoint(base_url=server.base_url, model="m", api_key=SecretStr("k"))
+        llm = LLMSettings(timeout_s=30.0, structured_output="json_object")
+        transport = OpenAITransport(endpoint, llm, "general")
+        request = _request()
+        with deadline_scope(time.time() + 0.5):
+            done = transport.complete([request])[0]
+    assert done.error is not None and "stopped" in done.error
+    assert not done.retryable
+
+
+def test_a_call_s_digest_names_the_model_that_answers_it() -> None:
+    request = requests(1)[0]
+    old = call_digest(request, "m1@http://llm/v1")
+    assert old != call_digest(request, "m2@http://llm/v1")
+    assert old == call_digest(request, "m1@http://llm/v1")
+    endpoint = LLMEndpoint(base_url="http://llm/v1", model="m1")
+    assert OpenAITransport(endpoint, LLMSettings(), "general").endpoint == "m1@http://llm/v1"
+
+
+def test_people_differing_only_in_case_are_matched_exactly() -> None:
+    known = ["Ann", "ann", "Bob"]
+    assert _people(["ann"], known) == ["ann"]
+    assert _people(["Ann"], known) == ["Ann"]
+    assert _people(["ANN"], known) == []  # case alone cannot say which of the two
+    assert _people(["bob", "Bob Smith", "ann's"], known) == ["Bob", "ann"]
+    assert _people(["caroline's"], ["Caroline"]) == ["Caroline"]
+
+
+def test_a_call_returning_after_its_job_was_erased_parks_nothing_in_redis() -> None:
+    with flushed(REDIS_URL, decode_responses=True) as client:
+        jobs, chunks = RedisJobs(client, 3600), RedisChunks(client, 3600)
+        now = time.time()
+        job = Job(
+            job_id="j1", tenant="t", space="s", session_id="s1", created_at=now, updated_at=now
+        )
+        jobs.put_job(job, '{"session": "raw"}')
+        assert chunks.put_call("t", "s", "s1", 0, "d0", "answer", job_id="j1")
+        assert chunks.get_calls("t", "s", "s1") == {(0, "d0"): "answer"}
+        jobs.cancel_job("t", "j1", "erased")  # the erasure: the payload goes, then the chunks
+        chunks.drop_chunks("t", "s", "s1")
+        assert not chunks.put_call("t", "s", "s1", 0, "d1", "late answer", job_id="j1")
+        assert not client.exists(keys.chunks("t", "s", "s1"))

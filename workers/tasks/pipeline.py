@@ -73,7 +73,7 @@ def extract_chunk(self: Task, payload: dict[str, Any]) -> None:
     """Draft the facts of one chunk of turns (Fact Executor, metadata, embeddings) and park
     them; the chunk that completes the session asks for a drain. Writes no memory, so a
     redelivered chunk only parks the same drafts again; one whose job was erased meanwhile
-    takes the session's drafts out again."""
+    takes the session's drafts and calls out again, however it ends."""
     _extract_chunk(ExtractPayload.model_validate(payload))
 
 
@@ -82,10 +82,16 @@ def _extract_chunk(p: ExtractPayload) -> None:
     coord = runtime.coordination()
     job = coord.jobs.get_job(p.tenant, p.job_id)
     if job is not None and job.state == "failed":
-        return  # another chunk of this session failed: parking this one would only linger
-    with job_fails_on_permanent_error(p) as outcome:
-        complete = stages.extract_stage(runtime.context(), coord.chunks, p)
-    if outcome.failed or stages.abandoned(coord, p):
+        # Another chunk of this session failed (parking this one would only linger), or the
+        # job was erased: what an earlier run parked after the erasure's drop goes now.
+        stages.drop_if_erased(coord, p, job)
+        return
+    try:
+        with job_fails_on_permanent_error(p) as outcome:
+            complete = stages.extract_stage(runtime.context(), coord.chunks, p)
+    finally:  # re-queued, retried or failed too: an erasure meanwhile leaves nothing parked
+        gone = stages.abandoned(coord, p)
+    if outcome.failed or gone:
         return  # erased while extracting (what it parked is gone again), or failed
     if job is not None and (job.reason or "").startswith((WAITING, UNAVAILABLE)):
         # it waited for its model, and its calls went through this time

@@ -16,7 +16,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException
 
 from common.errors import AtomMemError
 from common.llm import budget
-from common.llm.budget import BudgetShort
+from common.llm.budget import BudgetShort, ModelUnavailable
 from common.memory import stages
 from common.models.jobs import AcceptPayload, ExtractPayload, SpacePayload
 from common.queues import TaskName
@@ -46,12 +46,41 @@ def budget_countdown(short: BudgetShort) -> float:
     return max(0.5, min(short.retry_in, b.job_stale_s / 2, b.visibility_timeout / 2))
 
 
+# The message header a task re-queued for an outage carries (its kwargs are checked against
+# the task's signature): when its calls began failing (epoch s), so that across its runs it
+# fails once it has been failing for `llm.outage_s`. A retry or re-queue keeps its headers.
+FAILING_SINCE = "atommem_failing_since"
+
+
+def requeued_options(request: Any, short: BudgetShort) -> dict[str, Any]:
+    """The options of the task's next run beyond its request's own: an outage notes (or
+    keeps) when its calls began failing; a short budget keeps the headers as they are (with
+    what an earlier outage noted)."""
+    if not isinstance(short, ModelUnavailable):
+        return {}
+    headers = request.as_execution_options()["headers"]
+    return {"headers": {**headers, FAILING_SINCE: short.since}}
+
+
+def failing_since(request: Any) -> float | None:
+    """When the task's calls began failing on an earlier run, from its message headers."""
+    since = getattr(request, FAILING_SINCE, None)
+    if since is None:
+        since = (getattr(request, "headers", None) or {}).get(FAILING_SINCE)
+    return float(since) if isinstance(since, int | float) else None
+
+
 def requeue(task: Task, short: BudgetShort) -> Retry:
     """Send the task again, same id and payload, in a while: backpressure, not a failure, so
     unlike `task.retry` it leaves the retry count (the budget for transient errors) alone."""
     countdown = budget_countdown(short)
     again = task.signature_from_request(
-        task.request, None, None, countdown=countdown, retries=task.request.retries
+        task.request,
+        None,
+        None,
+        countdown=countdown,
+        retries=task.request.retries,
+        **requeued_options(task.request, short),
     )
     again.apply_async()
     return Retry(f"{short} (again in {countdown:g} s)", when=countdown, sig=again)
@@ -65,7 +94,7 @@ class JobTask(Task):  # type: ignore[misc]
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         start_job_liveness()
         try:
-            with budget.task_scope():
+            with budget.task_scope(failing_since(self.request)):
                 return self._run_for_job(*args, **kwargs)
         except BudgetShort as short:
             if self.request.called_directly:

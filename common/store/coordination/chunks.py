@@ -10,7 +10,9 @@ waiting for its commit after that is extracted again when its job is retried.
 Beside a chunk's drafts each model call of it that succeeded is parked as it returns
 (`put_call`, keyed by a digest of its prompt), so a chunk task re-queued for its budget or
 an outage, or failed and sent again, replays those calls rather than paying for them twice.
-They go with the chunks (`drop_chunks`) and expire with them; a failed job keeps them.
+They go with the chunks (`drop_chunks`) and expire with them; a failed job keeps them. A
+call is parked only while its job still holds its payload, checked in the same atomic
+write: an erasure drops the payload first, so a call returning after it writes nothing.
 """
 
 from __future__ import annotations
@@ -38,9 +40,18 @@ class ChunkParking(Protocol):
 
     def get_chunks(self, tenant: str, space: str, session_id: str) -> dict[int, str]: ...
     def put_call(
-        self, tenant: str, space: str, session_id: str, chunk: int, key: str, data: str
-    ) -> None:
-        """Park one model call of chunk `chunk` that succeeded, under its prompt's digest."""
+        self,
+        tenant: str,
+        space: str,
+        session_id: str,
+        chunk: int,
+        key: str,
+        data: str,
+        *,
+        job_id: str,
+    ) -> bool:
+        """Park one model call of chunk `chunk` that succeeded, under its prompt's digest,
+        if job `job_id` still holds its payload (not erased); whether it was parked."""
         ...
 
     def get_calls(
@@ -55,6 +66,14 @@ class ChunkParking(Protocol):
 
 
 CALL = "call:"
+# KEYS: the session's hash, its job's payload; ARGV: field, answer, ttl. The payload's
+# existence and the write in one step: an erasure drops the payload before the hash.
+_PUT_CALL = """
+if redis.call('exists', KEYS[2]) == 0 then return 0 end
+redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
+redis.call('expire', KEYS[1], ARGV[3])
+return 1
+"""
 
 
 def _is_chunk(field: str) -> bool:
@@ -68,6 +87,7 @@ class RedisChunks:
     def __init__(self, client: redis.Redis, job_ttl_s: int) -> None:
         self._r = client
         self._ttl = min(job_ttl_s, PARKED_TTL_S)
+        self._put_call = client.register_script(_PUT_CALL)
 
     def put_chunk(
         self, tenant: str, space: str, session_id: str, chunk: int, of: int, data: str
@@ -88,13 +108,18 @@ class RedisChunks:
         return {int(str(k).split("/")[0]): str(v) for k, v in raw.items() if _is_chunk(str(k))}
 
     def put_call(
-        self, tenant: str, space: str, session_id: str, chunk: int, key: str, data: str
-    ) -> None:
-        name = keys.chunks(tenant, space, session_id)
-        pipe = self._r.pipeline()
-        pipe.hset(name, f"{CALL}{chunk}:{key}", data)
-        pipe.expire(name, self._ttl)
-        pipe.execute()
+        self,
+        tenant: str,
+        space: str,
+        session_id: str,
+        chunk: int,
+        key: str,
+        data: str,
+        *,
+        job_id: str,
+    ) -> bool:
+        names = [keys.chunks(tenant, space, session_id), keys.job_payload(tenant, job_id)]
+        return bool(self._put_call(keys=names, args=[f"{CALL}{chunk}:{key}", data, self._ttl]))
 
     def get_calls(
         self, tenant: str, space: str, session_id: str, chunk: int | None = None
@@ -128,10 +153,15 @@ class SqliteChunks:
             " session_id TEXT, chunk INTEGER, of INTEGER, data TEXT,"
             " PRIMARY KEY (tenant, space, session_id, chunk))"
         )
+        with journal.locked() as db:  # a file from before calls were keyed by chunk too
+            pk = [r[1] for r in db.execute("PRAGMA table_info(parked_calls)") if r[5]]
+            if pk and "chunk" not in pk:  # its calls are only answers to ask for again
+                db.execute("DROP TABLE parked_calls")
+        # Keyed by chunk too: two chunks may ask the same call, and each keeps its own.
         journal.create(
             "CREATE TABLE IF NOT EXISTS parked_calls (tenant TEXT, space TEXT,"
             " session_id TEXT, chunk INTEGER, digest TEXT, data TEXT,"
-            " PRIMARY KEY (tenant, space, session_id, digest))"
+            " PRIMARY KEY (tenant, space, session_id, chunk, digest))"
         )
 
     def put_chunk(
@@ -163,17 +193,26 @@ class SqliteChunks:
         return {int(c): str(d) for c, d in self._rows("chunk, data", tenant, space, session_id)}
 
     def put_call(
-        self, tenant: str, space: str, session_id: str, chunk: int, key: str, data: str
-    ) -> None:
-        self._j.run(
-            "INSERT OR REPLACE INTO parked_calls VALUES (?, ?, ?, ?, ?, ?)",
-            tenant,
-            space,
-            session_id,
-            chunk,
-            key,
-            data,
-        )
+        self,
+        tenant: str,
+        space: str,
+        session_id: str,
+        chunk: int,
+        key: str,
+        data: str,
+        *,
+        job_id: str,
+    ) -> bool:
+        # One statement: the job's payload (the jobs table of the same journal, SqliteJobs)
+        # is checked and the call written together.
+        with self._j.locked() as db:
+            written = db.execute(
+                "INSERT OR REPLACE INTO parked_calls SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS"
+                " (SELECT 1 FROM jobs WHERE tenant=? AND job_id=?"
+                " AND payload IS NOT NULL AND payload != '')",
+                (tenant, space, session_id, chunk, key, data, tenant, job_id),
+            ).rowcount
+        return written > 0
 
     def get_calls(
         self, tenant: str, space: str, session_id: str, chunk: int | None = None
