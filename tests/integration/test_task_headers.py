@@ -39,7 +39,9 @@ def test_a_submitted_session_shows_ids_only_in_its_message_headers(tmp_path: Pat
         with pytest.raises(celery.exceptions.TimeoutError):
             client.search("acme", "home", f"what is {SECRET}?", timeout=0.2)
         redis = server.client()
-        queued = [json.loads(m) for q in ("ingest", "query") for m in redis.lrange(q, 0, -1)]
+        # each priority of a queue waits in a list of its own ("query", "query\x06\x169")
+        lists = [key for q in ("ingest", "query") for key in sorted(redis.scan_iter(match=f"{q}*"))]
+        queued = [json.loads(m) for key in lists for m in redis.lrange(key, 0, -1)]
         assert len(queued) == 2, "no worker runs: both tasks wait in their queues"
         for message in queued:
             headers = json.dumps(message["headers"])
