@@ -88,13 +88,13 @@ def test_a_write_deletes_the_saved_index_before_it_changes_the_store(tmp_path: P
     saved = snapshots.path("t", "s")
     assert saved.exists()
     seen: list[bool] = []
-    real_apply = ctx.store._apply  # type: ignore[attr-defined]
+    real_check = ctx.store._check_writable  # type: ignore[attr-defined]
 
-    def apply(shard: object, operation: object) -> None:
+    def check(doing: str) -> None:  # run just before each engine update
         seen.append(saved.exists())
-        real_apply(shard, operation)
+        real_check(doing)
 
-    ctx.store._apply = apply  # type: ignore[attr-defined]
+    ctx.store._check_writable = check  # type: ignore[attr-defined]
     _commit(ctx, "s2", 2, ["Ann rows boats."])
     # the plan's write (a session record) leaves the copy; the points' write never finds it
     assert seen == [True, False]
