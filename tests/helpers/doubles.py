@@ -49,3 +49,19 @@ class ScriptedBackend(RulesBackend):
 
     def verify(self, new: FactView, candidates: list[FactView]) -> VerifyDecision:
         return self.verdicts.get(new.text, VerifyDecision())
+
+
+class Clock:
+    """A monotonic clock that moves only when slept on, noting each sleep (a budget's waits
+    without waiting)."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds

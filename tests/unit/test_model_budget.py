@@ -39,6 +39,7 @@ from common.store.coordination.budgets import (
 )
 from common.store.coordination.chunks import RedisChunks
 from common.store.coordination.jobs import RedisJobs
+from tests.helpers.doubles import Clock
 from tests.helpers.fake_llm_server import completion, rate_limited, serve
 from tests.helpers.redis import flushed, shared_url
 
@@ -142,19 +143,6 @@ def test_counters_add_up_per_endpoint(budgets: ModelBudgets, endpoint: str) -> N
 # --- the gate ----------------------------------------------------------------------------
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-
-
 def _request(chars: int = 40, max_tokens: int = 100) -> ChatRequest:
     return ChatRequest("extract", [{"role": "user", "content": "x" * chars}], {}, "a", max_tokens)
 
@@ -168,7 +156,7 @@ def test_a_call_estimates_its_prompt_over_four_plus_its_answer() -> None:
 
 
 def test_a_task_waits_briefly_then_goes_back_to_its_queue() -> None:
-    clock, budgets = Clock(), LocalBudgets()
+    clock, budgets = Clock(T0), LocalBudgets()
     gate = _gate(budgets, Limits(rpm=30, period_s=60), clock)  # one every 2 s
     with task_scope():
         gate.admit(_request())
@@ -183,7 +171,7 @@ def test_a_task_waits_briefly_then_goes_back_to_its_queue() -> None:
 
 
 def test_a_zero_budget_never_waits_in_the_task() -> None:
-    clock = Clock()
+    clock = Clock(T0)
     gate = _gate(LocalBudgets(), Limits(rpm=0), clock)
     with task_scope(), pytest.raises(BudgetShort) as short:
         gate.admit(_request())
@@ -215,7 +203,7 @@ def _backend(
             **llm,
         }
     )
-    clock = Clock()
+    clock = Clock(T0)
     gate = Gate(budgets, "e", limits, 5, 60, 1.0)
     transport = OpenAITransport(settings.general, settings, "general", gate)
     backend = ModelBackend("openai", settings, MemorySettings(), transport, transport, clock.sleep)

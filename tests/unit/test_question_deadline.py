@@ -10,21 +10,9 @@ from common.errors import error_kind
 from common.llm.budget import Gate, ModelBusy, deadline_scope, shortage
 from common.llm.transport import ChatRequest
 from common.store.coordination.budgets import Limits, LocalBudgets
+from tests.helpers.doubles import Clock
 
 T0 = 1_000_000.0
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 def _request() -> ChatRequest:
@@ -36,7 +24,7 @@ def _gate(clock: Clock) -> Gate:
 
 
 def test_a_question_waits_for_budget_within_its_callers_deadline() -> None:
-    clock = Clock()
+    clock = Clock(T0)
     gate = _gate(clock)  # one call every 30 s
     gate.admit(_request())
     with deadline_scope(T0 + 40):
@@ -45,7 +33,7 @@ def test_a_question_waits_for_budget_within_its_callers_deadline() -> None:
 
 
 def test_a_question_whose_wait_outlasts_its_caller_makes_no_call() -> None:
-    clock = Clock()
+    clock = Clock(T0)
     gate = _gate(clock)
     gate.admit(_request())
     with deadline_scope(T0 + 10), pytest.raises(ModelBusy, match="caller stopped waiting"):
@@ -54,7 +42,7 @@ def test_a_question_whose_wait_outlasts_its_caller_makes_no_call() -> None:
 
 
 def test_no_call_starts_once_the_caller_is_gone() -> None:
-    clock = Clock()
+    clock = Clock(T0)
     with deadline_scope(T0 - 1), pytest.raises(ModelBusy):
         _gate(clock).admit(_request())  # the budget would allow it
     with deadline_scope(None):
