@@ -15,6 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from api.auth import Caller, KeyStore
 from api.capacity import WaitSlots
 from common.celery_config import celery_config
+from common.observability import tracing
 from common.producer import Producer
 from common.service import TenantMemory
 from common.settings import Settings
@@ -101,11 +102,13 @@ def caller(
 
 
 def tenant(who: Annotated[Caller, Depends(caller)]) -> str:
-    """The caller's tenant; every memory route is confined to it."""
+    """The caller's tenant; every memory route is confined to it (named on the request's
+    span and log lines)."""
     if who.tenant is None:
         raise HTTPException(
             status.HTTP_403_FORBIDDEN, "the admin key manages tenants; use a tenant's key"
         )
+    tracing.identify(tenant=who.tenant)
     return who.tenant
 
 
@@ -115,8 +118,12 @@ def admin(who: Annotated[Caller, Depends(caller)]) -> Caller:
     return who
 
 
-def memory(svc: ServicesDep, name: Annotated[str, Depends(tenant)]) -> TenantMemory:
-    """The caller's tenant's memory: every memory route is one call on it."""
+def memory(
+    svc: ServicesDep, name: Annotated[str, Depends(tenant)], request: Request
+) -> TenantMemory:
+    """The caller's tenant's memory: every memory route is one call on it (the route's space
+    named on the request's span and log lines)."""
+    tracing.identify(space=request.path_params.get("space"))
     return svc.memory(name)
 
 

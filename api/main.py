@@ -18,7 +18,8 @@ from api import errors, ui
 from api.body import BodyGate
 from api.deps import Services
 from api.mcp.http import McpEndpoint
-from api.routes import admin, health, memory, metrics, query, sessions, spaces
+from api.routes import admin, health, memory, metrics, prom, query, sessions, spaces
+from common.observability import logs, tracing
 from common.settings import Settings, get_settings
 
 
@@ -56,5 +57,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     ui.mount(app)  # the web inspector at /ui
     app.router.routes.append(Route("/mcp", mcp))  # the MCP server (docs/mcp.md)
     app.add_middleware(BodyGate, limit=settings.api.max_body_bytes)
+    prom.install(app, settings)  # GET /metrics, requests counted (docs/operations.md)
     errors.install(app)
+    # Traces and JSON logs (docs/operations.md, "Traces and logs"): a log scope per request
+    # the auth dependency fills with the tenant, and a span per request the tasks continue.
+    app.add_middleware(logs.RequestScope)
+    tracing.instrument_app(app, settings.tracing)
+    if settings.log.format == "json":
+        logs.for_uvicorn()
     return app

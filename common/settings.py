@@ -66,6 +66,12 @@ class MemorySettings(BaseModel):
     profile_top_k: int = 8
     profile_min_score: float = 0.55
     max_keywords: int = 5
+    event_vectors: Literal["summary", "members"] = Field(
+        default="summary",
+        description="an event's vector: its summary embedded (the paper), or, for a summary "
+        "joined word for word from member facts (`rules`), their normalised mean: about half "
+        "the memory stage's CPU for 0.6 points of LoCoMo Recall@10 (bench/README.md)",
+    )
 
 
 # How a query recalls: `full` is the whole hierarchy (primary, compensatory, the walk,
@@ -244,15 +250,41 @@ class VLLMSettings(BaseModel):
     dtype: str = "auto"
 
 
+LLMBackendName = Literal["rules", "openai", "vllm"]
+# The one-word `backend` that means each pair of roles (extractor, general); other pairs are
+# named `extractor+general`.
+_COMBINED: dict[tuple[str, str], str] = {
+    ("rules", "rules"): "rules",
+    ("openai", "openai"): "openai",
+    ("vllm", "openai"): "vllm",
+}
+_CONNECTION = {"base_url", "model", "api_key"}
+
+
+def _own_connection(endpoint: LLMEndpoint) -> bool:
+    """Whether an endpoint names a server of its own (URL, model or key set)."""
+    return endpoint.model_dump(include=_CONNECTION) != LLMEndpoint().model_dump(include=_CONNECTION)
+
+
 class LLMSettings(BaseModel):
     """Which backend drives the LLM stages, and how calls are made.
 
     `rules` needs no model. `openai` sends every stage to OpenAI-compatible endpoints: the
     `extractor` role serves fact extraction (the Fact Executor), `general` the rest.
     `vllm` runs the extractor in-process on the worker's GPU and the rest on `general`.
+    `extractor_backend` and `general_backend` choose each role's backend on its own (left
+    unset, a role follows `backend`), e.g. a served Fact Executor with `rules` construction.
     """
 
-    backend: Literal["rules", "openai", "vllm"] = "rules"
+    backend: LLMBackendName = "rules"
+    extractor_backend: LLMBackendName | None = Field(
+        default=None, description="the extractor role's backend; None follows `backend`"
+    )
+    general_backend: LLMBackendName | None = Field(
+        default=None,
+        description="the general role's backend, `rules` or `openai`; None follows `backend` "
+        "(`vllm` means `openai` for this role)",
+    )
     extractor: LLMEndpoint = LLMEndpoint()
     general: LLMEndpoint = LLMEndpoint()
     vllm: VLLMSettings = VLLMSettings()
@@ -294,17 +326,66 @@ class LLMSettings(BaseModel):
         "threshold, nothing pending); False calls the model every time, as the paper does",
     )
 
+    @property
+    def extractor_role(self) -> LLMBackendName:
+        """The backend of fact extraction (the Fact Executor)."""
+        return self.extractor_backend or self.backend
+
+    @property
+    def general_role(self) -> Literal["rules", "openai"]:
+        """The backend of every other stage: `vllm` serves the extractor only, so under
+        `backend=vllm` the general role is `openai`."""
+        chosen = self.general_backend or self.backend
+        return "rules" if chosen == "rules" else "openai"
+
+    @property
+    def backend_name(self) -> str:
+        """The roles' combination: the `backend` that means it, else `extractor+general`."""
+        pair = (self.extractor_role, self.general_role)
+        return _COMBINED.get(pair, "+".join(pair))
+
+    @property
+    def extractor_endpoint(self) -> LLMEndpoint:
+        """Where an `openai` extractor sends: its own endpoint, or (URL, model and key left
+        unset) the general one, under its budget."""
+        return self.extractor if _own_connection(self.extractor) else self.general
+
+    @model_validator(mode="after")
+    def _roles_combine(self) -> LLMSettings:
+        """Each role on a backend that can serve it, and an `openai` role on an endpoint it
+        can reach. Checked once a role is chosen on its own; `backend` alone is taken as it
+        always was (an endpoint left unset fails at its first call)."""
+        if self.general_backend == "vllm":
+            raise ValueError(
+                "ATOMMEM_LLM__GENERAL_BACKEND=vllm: the in-process vLLM engine serves the "
+                "extractor role only; the general role runs on `rules` or `openai`"
+            )
+        if self.extractor_backend is None and self.general_backend is None:
+            return self
+        if self.extractor_role == "openai":
+            if _own_connection(self.extractor):
+                _check_reachable(self.extractor, "EXTRACTOR", "extractor")
+            elif self.general_role != "openai":
+                raise ValueError(
+                    "the extractor role is `openai` and the general role is not, but the "
+                    "extractor has no endpoint of its own: set ATOMMEM_LLM__EXTRACTOR__BASE_URL "
+                    "and __MODEL (it shares the general endpoint only while both roles are "
+                    "`openai`)"
+                )
+        if self.general_role == "openai":
+            _check_reachable(self.general, "GENERAL", "general")
+        return self
+
     @model_validator(mode="after")
     def _extractor_limits_apply(self) -> LLMSettings:
         """Limits set on an extractor that has no endpoint of its own would bind nothing: it
         sends to the general endpoint, under the general budget."""
         ex = self.extractor
-        connection = {"base_url", "model", "api_key"}
-        inherits = ex.model_dump(include=connection) == LLMEndpoint().model_dump(include=connection)
         limited = [
             name for name in ("rpm", "tpm", "max_concurrent") if getattr(ex, name) is not None
         ]
-        if self.backend == "openai" and inherits and limited:
+        both = self.extractor_role == self.general_role == "openai"
+        if both and not _own_connection(ex) and limited:
             names = ", ".join(f"ATOMMEM_LLM__EXTRACTOR__{n.upper()}" for n in limited)
             raise ValueError(
                 f"{names} limit the extractor, but it has no endpoint of its own (base_url, "
@@ -312,6 +393,17 @@ class LLMSettings(BaseModel):
                 "ATOMMEM_LLM__GENERAL__..., or give the extractor its own endpoint"
             )
         return self
+
+
+def _check_reachable(endpoint: LLMEndpoint, env: str, role: str) -> None:
+    """An endpoint with neither a URL nor a key would send to OpenAI with no key: every call
+    a 401."""
+    if endpoint.base_url is None and endpoint.api_key is None:
+        raise ValueError(
+            f"the {role} role is `openai` but its endpoint has no base_url and no api_key: set "
+            f"ATOMMEM_LLM__{env}__BASE_URL (a server of your own) or ATOMMEM_LLM__{env}__API_KEY "
+            "(OpenAI)"
+        )
 
 
 class ApiSettings(BaseModel):
@@ -342,6 +434,61 @@ class ApiSettings(BaseModel):
     )
 
 
+class TracingSettings(BaseModel):
+    """OpenTelemetry traces of a job's stages, from the HTTP request on (docs/operations.md,
+    "Traces and logs"). Off by default; on, spans go to an OTLP/HTTP collector, to a file of
+    JSON lines, or both."""
+
+    enabled: bool = False
+    otlp_endpoint: str | None = Field(
+        default=None, description="e.g. http://otel-collector:4318/v1/traces (OTLP over HTTP)"
+    )
+    file: Path | None = Field(
+        default=None,
+        description="append finished spans here, one JSON object a line; `{service}` in the "
+        "path becomes the service's name (atommem-api, atommem-worker)",
+    )
+    sample_ratio: float = Field(
+        default=1.0, ge=0.0, le=1.0, description="share of new traces kept (parent-based)"
+    )
+
+    @model_validator(mode="after")
+    def _exporter(self) -> TracingSettings:
+        if self.enabled and self.otlp_endpoint is None and self.file is None:
+            raise ValueError(
+                "tracing is enabled but goes nowhere: set ATOMMEM_TRACING__OTLP_ENDPOINT or "
+                "ATOMMEM_TRACING__FILE"
+            )
+        return self
+
+
+class LogSettings(BaseModel):
+    """How workers and the API write their logs: one JSON object a line (`json`: ids, never
+    the text of a turn or a fact) or Celery's and uvicorn's own lines (`text`, for a
+    terminal)."""
+
+    format: Literal["json", "text"] = "json"
+
+
+class MetricsSettings(BaseModel):
+    """Prometheus metrics of a `celery worker` (the API serves its own at GET /metrics):
+    docs/operations.md, "Metrics". The prefork pool also needs PROMETHEUS_MULTIPROC_DIR."""
+
+    port: int = Field(default=0, ge=0, le=65535, description="GET /metrics here; 0 = off")
+    host: str = Field(
+        default="127.0.0.1",
+        description="where the port listens (no key guards it: 0.0.0.0 only on a network "
+        "that only the scraper reaches)",
+    )
+    queues: bool = Field(
+        default=False,
+        description="also export queue and lane depths read from Redis (the API always does)",
+    )
+    store_refresh_s: float = Field(
+        default=15.0, gt=0, description="how often the store-owning worker recounts its points"
+    )
+
+
 class Settings(BaseSettings):
     """All of AtomMem's configuration; env `ATOMMEM_SECTION__FIELD`."""
 
@@ -362,6 +509,9 @@ class Settings(BaseSettings):
     pipeline: PipelineSettings = PipelineSettings()
     fair: FairSettings = FairSettings()
     api: ApiSettings = ApiSettings()
+    tracing: TracingSettings = TracingSettings()
+    log: LogSettings = LogSettings()
+    metrics: MetricsSettings = MetricsSettings()
 
     def in_data_dir(self, root: Path) -> Settings:
         """These settings with the embedded store and the coordination file under `root` (a

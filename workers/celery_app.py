@@ -15,6 +15,8 @@ from celery.signals import (
     worker_shutdown,
 )
 
+import workers.metrics  # connects the task metrics to the signals, serves the port
+import workers.telemetry  # noqa: F401 - connects traces and JSON logs to the signals
 from common.celery_config import celery_config
 from workers import probe, runtime
 
@@ -52,7 +54,9 @@ def _mark_alive(**_: Any) -> None:
 def observe_wait(queue: str, enqueued_at: float) -> None:
     """Record how long a task sat in its queue (for the benchmark's medians)."""
     if enqueued_at > 0:
-        runtime.coordination().waits.record_wait(queue, max(0.0, time.time() - enqueued_at))
+        waited = max(0.0, time.time() - enqueued_at)
+        runtime.coordination().waits.record_wait(queue, waited)
+        workers.metrics.waited(queue, waited)
 
 
 # A task's return value is a reply full of memory: the success line names the task, never

@@ -13,10 +13,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 class WorkerProcess:
-    """One `celery worker` (threads pool) in its own process group, logging to a file."""
+    """One `celery worker` (threads pool, or `pool="prefork"`) in its own process group,
+    logging to a file."""
 
     def __init__(
-        self, env: dict[str, str], log: Path, queues: str, concurrency: int = 2, name: str = "w"
+        self,
+        env: dict[str, str],
+        log: Path,
+        queues: str,
+        concurrency: int = 2,
+        name: str = "w",
+        pool: str = "threads",
     ) -> None:
         self.log = log
         self._handle = log.open("ab")
@@ -29,7 +36,7 @@ class WorkerProcess:
                 "workers.celery_app",
                 "worker",
                 "-P",
-                "threads",
+                pool,
                 "-c",
                 str(concurrency),
                 "-Q",

@@ -28,9 +28,11 @@ import openai
 from common.llm import budget
 from common.llm.budget import BudgetShort, Gate, Grant, endpoint_id
 from common.llm.transport import ChatRequest, Completion
+from common.observability import metrics
 from common.settings import LLMEndpoint, LLMSettings
 
 MODES = ("json_schema", "json_object", "tool")
+POOL_THREADS = 512  # calls in flight from one process at most, every batch together
 # Words a server's error uses when it refuses a structured-output form rather than failing.
 _REFUSAL_HINTS = ("response_format", "json_schema", "json_object", "tool_choice", "tools")
 
@@ -56,6 +58,7 @@ class OpenAITransport:
         self, endpoint: LLMEndpoint, llm: LLMSettings, role: str, gate: Gate | None = None
     ) -> None:
         self.name = f"openai:{role}"
+        self._role = role
         self.endpoint = endpoint_id(endpoint)  # which model answers: part of a call's digest
         self._endpoint = endpoint
         self._llm = llm
@@ -70,7 +73,12 @@ class OpenAITransport:
         fixed = llm.structured_output
         self._mode: str | None = None if fixed == "auto" else fixed
         self._mode_lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=llm.concurrency, thread_name_prefix="llm")
+        # Threads for the calls of every batch under way in this process (a thread per
+        # call, made as needed); `llm.concurrency` bounds each batch on its own. One pool
+        # of `llm.concurrency` threads held an extract worker with N slots at 8 calls in
+        # flight whatever N (bench.scale_out found it); the endpoint's `max_concurrent`
+        # budget is what bounds a server's load across tasks and processes.
+        self._pool = ThreadPoolExecutor(max_workers=POOL_THREADS, thread_name_prefix="llm")
 
     @property
     def mode(self) -> str | None:
@@ -80,17 +88,23 @@ class OpenAITransport:
     def complete(self, requests: list[ChatRequest]) -> list[Completion]:
         # Read here: the pool's threads do not see the calling context's deadline.
         deadline = budget.deadline()
+        batch = threading.BoundedSemaphore(self._llm.concurrency)
+
+        def bounded(request: ChatRequest, grant: Grant | None) -> Completion:
+            with batch:
+                return self._one(request, grant, deadline)
+
         if self._gate is None:
             if len(requests) == 1:
                 return [self._one(requests[0], None, deadline)]
-            return list(self._pool.map(lambda r: self._one(r, None, deadline), requests))
+            return list(self._pool.map(lambda r: bounded(r, None), requests))
         if len(requests) == 1:
             return [self._one(requests[0], self._gate.admit(requests[0]), deadline)]
         started: list[Future[Completion]] = []
         try:
             for request in requests:  # each starts once the budget lets it
                 grant = self._gate.admit(request)
-                started.append(self._pool.submit(self._one, request, grant, deadline))
+                started.append(self._pool.submit(bounded, request, grant))
         except BudgetShort as short:  # the calls under way end; the rest were never sent
             if not started:
                 raise
@@ -108,6 +122,18 @@ class OpenAITransport:
     def _one(
         self, request: ChatRequest, grant: Grant | None = None, deadline: float | None = None
     ) -> Completion:
+        """One call, counted in the metrics however it ends (each HTTP request of it timed)."""
+        done = self._send(request, grant, deadline)
+        outcome = "throttled" if done.throttled else "error" if done.error is not None else "ok"
+        waited = done.waited_s if self._gate is not None else None
+        metrics.model_answered(
+            self.endpoint, self._role, outcome, done.prompt_tokens, done.completion_tokens, waited
+        )
+        return done
+
+    def _send(
+        self, request: ChatRequest, grant: Grant | None, deadline: float | None
+    ) -> Completion:
         modes = [self._mode] if self._mode else list(MODES)
         first_error: Completion | None = None
         waited = 0.0
@@ -124,7 +150,8 @@ class OpenAITransport:
             waited += grant.waited_s if grant is not None else 0.0
             arguments = self._arguments(request, mode)
             try:
-                response = self._client.chat.completions.create(**arguments, timeout=timeout)
+                with metrics.model_call(self.endpoint, self._role):
+                    response = self._client.chat.completions.create(**arguments, timeout=timeout)
             except openai.APITimeoutError:
                 self._settle(grant, None)  # the server may have spent the tokens
                 if deadline is not None and time.time() >= deadline:

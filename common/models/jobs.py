@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from common.models.session import SessionInput
 from common.settings import RecallMode
@@ -29,6 +29,10 @@ class Job(BaseModel):
 
 class TaskPayload(BaseModel):
     """Every task's body: validated on the task's first line."""
+
+    # A payload that fails validation is logged by Celery with its error: never with the
+    # turns or questions it holds (erased text must not survive in a log).
+    model_config = ConfigDict(hide_input_in_errors=True)
 
     schema_version: Literal[1] = 1
     enqueued_at: float

@@ -23,6 +23,7 @@ from celery.exceptions import Retry
 
 from common.llm.budget import BudgetShort
 from common.models.jobs import TaskPayload
+from common.observability import tracing
 from common.queues import SHARED_PRIORITY, Queue, TaskName
 from common.store.coordination.fair import FairLanes
 from workers import runtime
@@ -62,13 +63,23 @@ def lanes() -> FairLanes | None:
 
 def offer(fair: FairLanes, lane: Queue, tenant: str, steps: Sequence[Step]) -> None:
     """Queue the steps in the tenant's lane and send one lane task per step (a step already
-    waiting is not queued twice, but its task still goes: tasks never fall short of steps)."""
-    entries = [
-        (s.key, json.dumps({"task": s.task.value, "payload": s.payload.model_dump(mode="json")}))
-        for s in steps
-    ]
+    waiting is not queued twice, but its task still goes: tasks never fall short of steps).
+    Each step carries the trace it was offered in (W3C headers): whichever tenant's lane task
+    runs it, its stage continues the job's trace (a step already waiting keeps its own)."""
+    trace = tracing.carrier()
+    entries = [(s.key, json.dumps(_entry(s, trace))) for s in steps]
     fair.offer(lane.value, tenant, entries)
     _send_next(lane, len(steps))
+
+
+def _entry(step: Step, trace: dict[str, str]) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "task": step.task.value,
+        "payload": step.payload.model_dump(mode="json"),
+    }
+    if trace:
+        entry["trace"] = trace
+    return entry
 
 
 def _send_next(lane: Queue, count: int) -> None:
@@ -103,7 +114,8 @@ def turn(task: Task, lane: Queue) -> Iterator[tuple[TaskName, dict[str, Any]] | 
         return
     step = json.loads(taken.claim.entry)
     try:
-        yield TaskName(step["task"]), step["payload"]
+        with tracing.resumed(step.get("trace")):
+            yield TaskName(step["task"]), step["payload"]
     except (Retry, BudgetShort, *TRANSIENT):  # the same step runs again under this task id
         raise
     except BaseException:

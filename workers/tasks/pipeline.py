@@ -1,4 +1,5 @@
-"""Ingest → extract (fan-out, parked per chunk) → memory (commit in session order) → profile.
+"""Ingest → extract (fan-out, parked per chunk) → memory (commit in session order, then the
+session's profile batch in the same task).
 
 With a broker, accepting, extracting and draining wait in per-tenant fair lanes and run from
 `*.next` tasks, each taking a step of the tenant with the fewest running (workers.tasks.fair);
@@ -22,11 +23,12 @@ from common.models.jobs import (
     SpacePayload,
     TaskPayload,
 )
+from common.observability import tracing
 from common.queues import Queue, TaskName
 from workers import runtime
 from workers.celery_app import app, observe_wait
 from workers.tasks import fair
-from workers.tasks.policy import job_fails_on_permanent_error, send, send_drain, task
+from workers.tasks.policy import job_fails_on_permanent_error, send_drain, task
 
 
 @task(TaskName.ACCEPT)
@@ -43,6 +45,7 @@ def accept(self: Task, payload: dict[str, Any]) -> None:
         fair.offer(lanes, Queue.MEMORY, p.tenant, [step])
 
 
+@tracing.stage("accept")
 def _accept(p: AcceptPayload) -> None:
     observe_wait(Queue.INGEST, p.enqueued_at)
     ctx, coord = runtime.context(), runtime.coordination()
@@ -77,6 +80,7 @@ def extract_chunk(self: Task, payload: dict[str, Any]) -> None:
     _extract_chunk(ExtractPayload.model_validate(payload))
 
 
+@tracing.stage("extract")
 def _extract_chunk(p: ExtractPayload) -> None:
     observe_wait(Queue.EXTRACT, p.enqueued_at)
     coord = runtime.coordination()
@@ -107,15 +111,17 @@ def drain(self: Task, payload: dict[str, Any]) -> None:
     _drain(SpacePayload.model_validate(payload))
 
 
+@tracing.stage("drain")
 def _drain(p: SpacePayload) -> None:
     observe_wait(Queue.MEMORY, p.enqueued_at)
     step = stages.drain_stage(runtime.context(), runtime.coordination(), p.tenant, p.space)
     if step is stages.Next.PROFILE:
+        # The session's profile batch runs here, in the task that committed it: a task of its
+        # own cost a message, its events, an ack and the space's records read again. A
+        # re-run of this drain (a budget wait, a crash) finds the session committed and
+        # comes back here.
         head = runtime.coordination().sequence.head(p.tenant, p.space)
-        send(
-            TaskName.PROFILE,
-            ProfilePayload(enqueued_at=0.0, tenant=p.tenant, space=p.space, session_id=head),
-        )
+        _profile(ProfilePayload(enqueued_at=0.0, tenant=p.tenant, space=p.space, session_id=head))
     elif step is stages.Next.DRAIN:
         _request_drain(p.tenant, p.space)
     elif step is stages.Next.BUSY:  # the holder may have died: a delayed drain, not a lane step
@@ -165,14 +171,20 @@ def _next(task: Task, lane: Queue, payload: dict[str, Any]) -> None:
 def profile(self: Task, payload: dict[str, Any]) -> None:
     """The end-of-session profile batch (or an on-demand flush); a duplicate finds the
     session already done and does nothing."""
-    p = ProfilePayload.model_validate(payload)
+    _profile(ProfilePayload.model_validate(payload), self)
+
+
+@tracing.stage("profile")
+def _profile(p: ProfilePayload, task: Task | None = None) -> None:
+    """`task`: the profile task, for an on-demand batch to try again while its space is busy
+    (a session's batch runs inside the drain that committed it)."""
     observe_wait(Queue.PROFILE, p.enqueued_at)
     step = stages.profile_stage(
         runtime.context(), runtime.coordination(), p.tenant, p.space, p.session_id
     )
     busy_wait = runtime.settings().broker.busy_retry_s
-    if step is stages.Next.BUSY and p.session_id is None:
-        raise self.retry(countdown=busy_wait, max_retries=30)  # on demand: try again
+    if step is stages.Next.BUSY and p.session_id is None and task is not None:
+        raise task.retry(countdown=busy_wait, max_retries=30)  # on demand: try again
     if step is stages.Next.DRAIN:
         _request_drain(p.tenant, p.space)
     elif step is stages.Next.BUSY:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any, Protocol, cast
 
 import redis
 
 from common.models.jobs import FINISHED, Job
+from common.observability import metrics
 from common.store import keys
 from common.store.coordination.journal import Journal
 
@@ -22,6 +24,10 @@ class JobStore(Protocol):
         ...
 
     def get_job(self, tenant: str, job_id: str) -> Job | None: ...
+    def get_jobs(self, tenant: str, job_ids: Sequence[str]) -> dict[str, Job]:
+        """The jobs of `job_ids` that exist, in one round trip where the backend allows."""
+        ...
+
     def job_payload(self, tenant: str, job_id: str) -> str | None: ...
     def update_job(
         self, tenant: str, job_id: str, reopen: bool = False, **fields: Any
@@ -78,6 +84,8 @@ def _frozen(job: Job, fields: dict[str, Any], reopen: bool) -> bool:
 def _member(tenant: str, job_id: str) -> str:
     return f"{tenant}\x1f{job_id}"
 
+
+MGET_BATCH = 500  # job records per MGET: one round trip each, none of them huge
 
 _CLAIM = """
 local job = redis.call('get', KEYS[1])
@@ -150,6 +158,17 @@ class RedisJobs:
         raw = self._r.get(keys.job(tenant, job_id))
         return Job.model_validate_json(raw) if raw else None
 
+    def get_jobs(self, tenant: str, job_ids: Sequence[str]) -> dict[str, Job]:
+        out: dict[str, Job] = {}
+        for at in range(0, len(job_ids), MGET_BATCH):
+            ids = job_ids[at : at + MGET_BATCH]
+            for job_id, raw in zip(
+                ids, self._r.mget([keys.job(tenant, j) for j in ids]), strict=True
+            ):
+                if raw:
+                    out[job_id] = Job.model_validate_json(raw)
+        return out
+
     def job_payload(self, tenant: str, job_id: str) -> str | None:
         raw = self._r.get(keys.job_payload(tenant, job_id))
         return str(raw) if raw else None
@@ -170,6 +189,7 @@ class RedisJobs:
                     if _frozen(job, fields, reopen):
                         return job
                     moved = job.state != fields.get("state", job.state)
+                    was_open = job.state not in FINISHED
                     job = _updated(job, fields)
                     pipe.multi()
                     pipe.set(key, job.model_dump_json(), ex=self._ttl)
@@ -184,6 +204,8 @@ class RedisJobs:
                         pipe.sadd(keys.OPEN_JOBS, member)
                         pipe.zadd(keys.JOB_PROGRESS, {member: job.updated_at})
                     pipe.execute()
+                    if was_open and job.state in FINISHED:
+                        metrics.job_ended(job.state, job.created_at)
                     return job
                 except redis.WatchError:
                     continue
@@ -238,16 +260,17 @@ class RedisJobs:
                     pipe.watch(key)  # type: ignore[no-untyped-call]
                     raw = pipe.get(key)
                     pipe.multi()
-                    if raw is not None:
-                        failed = _updated(
-                            Job.model_validate_json(raw), {"state": "failed", "reason": reason}
-                        )
+                    job = Job.model_validate_json(raw) if raw is not None else None
+                    if job is not None:
+                        failed = _updated(job, {"state": "failed", "reason": reason})
                         pipe.set(key, failed.model_dump_json(), ex=self._ttl)
                     pipe.delete(keys.job_payload(tenant, job_id))
                     pipe.srem(keys.OPEN_JOBS, member)
                     pipe.zrem(keys.JOB_PROGRESS, member)
                     pipe.hdel(keys.JOB_RESENDS, member)
                     pipe.execute()
+                    if job is not None and job.state not in FINISHED:
+                        metrics.job_ended("cancelled", job.created_at)
                     return
                 except redis.WatchError:
                     continue
@@ -314,6 +337,10 @@ class SqliteJobs:
         raw = self._j.one("SELECT body FROM jobs WHERE tenant=? AND job_id=?", tenant, job_id)
         return Job.model_validate_json(raw) if raw else None
 
+    def get_jobs(self, tenant: str, job_ids: Sequence[str]) -> dict[str, Job]:
+        found = (self.get_job(tenant, j) for j in job_ids)  # local: no round trip to save
+        return {job.job_id: job for job in found if job is not None}
+
     def job_payload(self, tenant: str, job_id: str) -> str | None:
         raw = self._j.one("SELECT payload FROM jobs WHERE tenant=? AND job_id=?", tenant, job_id)
         return str(raw) if raw else None
@@ -330,11 +357,14 @@ class SqliteJobs:
             job = Job.model_validate_json(row[0])
             if _frozen(job, fields, reopen):
                 return job
+            was_open = job.state not in FINISHED
             job = _updated(job, fields)
             db.execute(
                 "UPDATE jobs SET body=?, open=? WHERE tenant=? AND job_id=?",
                 (job.model_dump_json(), int(job.state not in FINISHED), tenant, job_id),
             )
+        if was_open and job.state in FINISHED:
+            metrics.job_ended(job.state, job.created_at)
         return job
 
     def open_jobs(self) -> list[Job]:
@@ -357,6 +387,8 @@ class SqliteJobs:
                 "UPDATE jobs SET body=?, payload=NULL, open=0 WHERE tenant=? AND job_id=?",
                 (failed.model_dump_json(), tenant, job_id),
             )
+        if job.state not in FINISHED:
+            metrics.job_ended("cancelled", job.created_at)
 
     def recent_jobs(self, tenant: str, space: str | None, limit: int) -> list[Job]:
         jobs = [

@@ -1,0 +1,1 @@
+"""What the system tells its operators: traces, logs and metrics."""
