@@ -53,8 +53,11 @@ def cmd_bench_locomo(args: argparse.Namespace) -> int:
         raise InvalidInput("--reuse queries spaces built before: pass the --data-dir holding them")
     if args.judge and not args.answer:
         raise InvalidInput("--judge grades answers: add --answer")
-    if args.judge and get_settings().llm.backend == "rules":
-        raise InvalidInput("--judge needs an LLM backend (ATOMMEM_LLM__BACKEND=openai)")
+    if args.judge and get_settings().llm.general_role == "rules":
+        raise InvalidInput(
+            "--judge needs a model for the general role (ATOMMEM_LLM__BACKEND=openai, or "
+            "ATOMMEM_LLM__GENERAL_BACKEND=openai)"
+        )
     tenant, ctx = _bench_setup(args)
     judge = getattr(ctx.backend, "judge", None) if args.judge else None
     settings = runtime.settings()
@@ -87,7 +90,7 @@ def cmd_bench_locomo(args: argparse.Namespace) -> int:
         "similarity": settings.similarity.model_dump(),
         "retrieval": settings.retrieval.model_dump(),
         "graph": settings.graph.model_dump(),
-        "llm_backend": settings.llm.backend,
+        "llm_backend": settings.llm.backend_name,
         "embedding_model": str(settings.embedding.model_path),
     }
     print(f"{'variant':<11} " + " ".join(f"{c:>11}" for c in (*CATEGORY_NAMES, "overall")))

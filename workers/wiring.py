@@ -13,6 +13,7 @@ from common.llm.base import LLMBackend
 from common.llm.budget import Gate, endpoint_id, limits_of
 from common.llm.model_backend import ModelBackend
 from common.llm.openai_compat import OpenAITransport
+from common.llm.roles import RoleBackend
 from common.llm.rules import RulesBackend
 from common.llm.transport import Transport
 from common.retrieval.graph import channels
@@ -70,33 +71,45 @@ def _gate(settings: Settings, budgets: ModelBudgets, endpoint: LLMEndpoint) -> G
     )
 
 
-def _same_server(endpoint: LLMEndpoint) -> bool:
-    """An extractor whose URL, model and key are left unset uses the general endpoint (and its
-    budget), whatever limits it sets."""
-    connection = {"base_url", "model", "api_key"}
-    return endpoint.model_dump(include=connection) == LLMEndpoint().model_dump(include=connection)
-
-
 def make_backend(settings: Settings) -> LLMBackend:
-    """The configured backend. `openai`: both roles over HTTP (an `extractor` left at its
-    defaults uses the `general` endpoint). `vllm`: the extractor in-process on this
-    worker's GPU, created on its first call; the other stages over HTTP."""
+    """The configured backend, per role (`llm.extractor_role`, `llm.general_role`). `openai`:
+    over HTTP (an `extractor` left at its defaults uses the `general` endpoint and budget).
+    `vllm`: the extractor in-process on this worker's GPU, created on its first call. A role
+    on `rules` beside a model role: a `RoleBackend` sends each stage to its role's backend."""
     llm = settings.llm
-    if llm.backend == "rules":
-        return RulesBackend(settings.rules, settings.memory)
+    extractor_role, general_role = llm.extractor_role, llm.general_role
+    rules = RulesBackend(settings.rules, settings.memory)
+    if extractor_role == general_role == "rules":
+        return rules
     budgets = model_budgets(settings)
-    general = OpenAITransport(llm.general, llm, "general", _gate(settings, budgets, llm.general))
-    extractor: Transport
-    if llm.backend == "vllm":
+    general: Transport | None = None
+    if general_role == "openai":
+        general = OpenAITransport(
+            llm.general, llm, "general", _gate(settings, budgets, llm.general)
+        )
+    extractor: Transport | None = None
+    if extractor_role == "vllm":
         from common.llm.vllm_engine import VLLMTransport  # the engine itself loads lazily
 
         extractor = VLLMTransport(llm.vllm, llm.temperature, llm.seed)
-    elif _same_server(llm.extractor):
-        extractor = general
-    else:
-        gate = _gate(settings, budgets, llm.extractor)
-        extractor = OpenAITransport(llm.extractor, llm, "extractor", gate)
-    return ModelBackend(llm.backend, llm, settings.memory, extractor, general)
+    elif extractor_role == "openai":
+        if general is not None and llm.extractor_endpoint is llm.general:
+            extractor = general
+        else:
+            gate = _gate(settings, budgets, llm.extractor)
+            extractor = OpenAITransport(llm.extractor, llm, "extractor", gate)
+    # A role on `rules` leaves one transport unset; the model backend never calls it then
+    # (the RoleBackend sends that role's stages to `rules`), so the other stands in.
+    first = extractor or general
+    assert first is not None  # at least one role is a model's
+    model = ModelBackend(
+        llm.backend_name, llm, settings.memory, extractor or first, general or first
+    )
+    if extractor is None:
+        return RoleBackend(llm.backend_name, extractor=rules, general=model)
+    if general is None:
+        return RoleBackend(llm.backend_name, extractor=model, general=rules)
+    return model
 
 
 def build_context(settings: Settings | None = None) -> MemoryContext:

@@ -43,7 +43,8 @@ def shaping_settings(settings: Settings) -> dict[str, object]:
         },
         "extract_batch_turns": settings.pipeline.extract_batch_turns,
         "llm": {
-            "backend": llm.backend,
+            # the roles' combination: a `backend` alone hashes as it always did
+            "backend": llm.backend_name,
             "extractor": llm.extractor.model,
             "general": llm.general.model,
             "vllm": _name(llm.vllm.model),
@@ -69,17 +70,17 @@ def _name(where: object) -> str | None:
 def compute(settings: Settings) -> MemoryVersion:
     """The memory version these settings build."""
     llm = settings.llm
-    if llm.backend == "rules":
-        extractor = general = "rules"
+    general = "rules" if llm.general_role == "rules" else llm.general.model
+    if llm.extractor_role == "rules":
+        extractor = "rules"
+    elif llm.extractor_role == "vllm":
+        extractor = _name(llm.vllm.model) or llm.vllm.model  # no local path to tenants
+        if llm.vllm.lora_path is not None:
+            extractor += f"+{llm.vllm.lora_path.name}"
     else:
-        general = llm.general.model
-        extractor = llm.extractor.model
-        if llm.backend == "vllm":
-            extractor = _name(llm.vllm.model) or llm.vllm.model  # no local path to tenants
-            if llm.vllm.lora_path is not None:
-                extractor += f"+{llm.vllm.lora_path.name}"
+        extractor = llm.extractor_endpoint.model  # the model that answers, shared or its own
     return MemoryVersion(
-        extractor_backend=llm.backend,
+        extractor_backend=llm.extractor_role,
         extractor_model=extractor,
         general_model=general,
         prompts={p.STAGE: p.VERSION for p in PROMPTS},
