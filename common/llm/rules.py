@@ -332,13 +332,18 @@ class RulesBackend:
 
     def summarize_event(self, facts: list[FactView], previous: EventSummary | None) -> EventSummary:
         ordered = sorted(facts, key=lambda f: (f.time.effective().start, f.time.session))
-        summary = " ".join(f.text for f in ordered[:3])[: self._rules.max_fact_chars]
+        lead = ordered[:3]
+        summary = " ".join(f.text for f in lead)[: self._rules.max_fact_chars]
         counts = Counter(kw for f in ordered for kw in f.keywords)
         first_seen = {
             kw: i for i, kw in reversed(list(enumerate(kw for f in ordered for kw in f.keywords)))
         }
         keywords = sorted(counts, key=lambda kw: (-counts[kw], first_seen[kw]))
-        return EventSummary(summary=summary, keywords=keywords[: self._memory.max_keywords + 1])
+        return EventSummary(
+            summary=summary,
+            keywords=keywords[: self._memory.max_keywords + 1],
+            sources=[f.id for f in lead],
+        )
 
     def summarize_events(
         self, items: list[tuple[list[FactView], EventSummary | None]]

@@ -76,8 +76,9 @@ def _run_stage(
         done = record.model_copy(update={"status": finished, "plan": None, "stats": merged})
         if guard is not None:
             guard()
-        records.put_session(ctx.store, planned)
-        apply_plan(ctx.store, plan, records.session_point(done))
+        with ctx.store.together():  # one flush for both writes, before the stage returns
+            records.put_session(ctx.store, planned)
+            apply_plan(ctx.store, plan, records.session_point(done))
     record.status, record.plan, record.stats = finished, None, merged
     ctx.committed(index)
     return stats

@@ -103,6 +103,13 @@ def route_event(
     return set(event_ids)
 
 
+def _mean_of(index: SpaceIndex, fact_ids: list[str]) -> np.ndarray:
+    """The unit-length mean of the facts' vectors."""
+    mean: np.ndarray = np.mean([index.facts.vector(f) for f in fact_ids], axis=0)
+    norm = float(np.linalg.norm(mean))
+    return (mean / norm if norm > 0 else mean).astype(np.float32)
+
+
 def refresh_events(
     ctx: MemoryContext,
     index: SpaceIndex,
@@ -121,14 +128,28 @@ def refresh_events(
         if len(members) > 2:
             previous = EventSummary(summary=event.summary, keywords=event.keywords)
         asks.append((members, previous))
+    summaries = ctx.backend.summarize_events(asks)
     events = [
         event.model_copy(update={"summary": summary.summary, "keywords": summary.keywords})
-        for event, summary in zip(ordered, ctx.backend.summarize_events(asks), strict=True)
+        for event, summary in zip(ordered, summaries, strict=True)
     ]
-    # An unchanged summary keeps its vector: only new texts go to the embedder.
-    changed = [e for e in events if e.summary != index.events.get(e.id).summary]
-    vectors = ctx.embedder.encode([e.summary for e in changed]) if changed else np.zeros((0, 0))
-    fresh = {e.id: v for e, v in zip(changed, vectors, strict=True)}
+    # An unchanged summary keeps its vector. With `memory.event_vectors=members`, one joined
+    # from member facts (`sources`) takes their normalised mean: embedding the joined texts
+    # costs a commit about what embedding all of its facts did in extraction (longer texts,
+    # in small batches). Only the other new texts go to the embedder.
+    mean_vectors = ctx.settings.memory.event_vectors == "members"
+    fresh: dict[str, np.ndarray] = {}
+    todo: list[Event] = []
+    for event, summary in zip(events, summaries, strict=True):
+        if event.summary == index.events.get(event.id).summary:
+            continue
+        if mean_vectors and summary.sources and all(f in index.facts for f in summary.sources):
+            fresh[event.id] = _mean_of(index, summary.sources)
+        else:
+            todo.append(event)
+    if todo:
+        vectors = ctx.embedder.encode([e.summary for e in todo])
+        fresh |= {e.id: v for e, v in zip(todo, vectors, strict=True)}
     for event in events:
         vec = fresh[event.id] if event.id in fresh else index.events.vector(event.id).copy()
         index.put_event(event, vec)

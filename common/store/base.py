@@ -9,6 +9,7 @@ write is scoped to one tenant (and usually one space); the backends pass one con
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
@@ -96,6 +97,12 @@ class Store(Protocol):
 
     def upsert(self, kind: Kind, points: Sequence[Point]) -> None:
         """Write points; every payload must name its tenant and space."""
+        ...
+
+    def together(self) -> AbstractContextManager[None]:
+        """The calling thread's writes inside it are durable when it ends rather than each
+        when it returns (Edge: one flush for them all); nothing inside is acknowledged
+        before it ends."""
         ...
 
     def delete(self, kind: Kind, tenant: str, space: str, ids: Sequence[str]) -> None:

@@ -66,7 +66,7 @@ import socket
 import sys
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from importlib import metadata
 from pathlib import Path
@@ -207,6 +207,68 @@ class _Gate:
                 self._cond.notify_all()
 
 
+class _Flushes:
+    """Group commit: an update returns once a flush that began after it was applied has
+    ended. The engine's flush writes out everything the shard holds, so writers on several
+    threads share one; a writer that finds a flush under way waits for it and, if it began
+    too early to cover its update, starts the next. Tickets number the updates applied; the
+    updates a failed flush or a reload may have lost stay lost, whatever is flushed later."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._applied = 0
+        self._flushed = 0  # every update up to this ticket is on disk, but those lost
+        self._running = False
+        self._lost: list[tuple[int, int, str]] = []  # (first, last ticket, why)
+
+    def applied(self) -> int:
+        """Note an update applied in memory; its ticket for `wait_durable`."""
+        with self._cond:
+            self._applied += 1
+            return self._applied
+
+    def lost(self, why: str, through: int | None = None) -> None:
+        """The updates not yet flushed (up to `through`) may never reach the disk."""
+        with self._cond:
+            last = self._applied if through is None else through
+            if last > self._flushed:
+                self._lost.append((self._flushed + 1, last, why))
+            self._cond.notify_all()
+
+    def wait_durable(self, ticket: int, flush: Callable[[], None]) -> None:
+        """Return once the update of `ticket` is on disk, flushing if no flush under way
+        covers it; raises StoreFlushFailed if it may have been lost."""
+        with self._cond:
+            while True:
+                for first, last, why in self._lost:
+                    if first <= ticket <= last:
+                        raise StoreFlushFailed(why)
+                if self._flushed >= ticket:
+                    return
+                if not self._running:
+                    break
+                self._cond.wait()
+            self._running = True
+            target = self._applied
+        failed: str | None = None
+        try:
+            flush()
+        except Exception as exc:
+            failed = _first_line(exc)
+        with self._cond:
+            self._running = False
+            if failed is None:
+                self._flushed = max(self._flushed, target)
+            self._cond.notify_all()
+        if failed is not None:
+            self.lost(failed, target)
+            raise StoreFlushFailed(failed)
+
+
+class StoreFlushFailed(Exception):
+    """The flush that was to make an update durable failed (its first line)."""
+
+
 def _first_line(exc: BaseException) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
@@ -246,6 +308,8 @@ class EdgeStore:
         self._page = scroll_page
         self._lock = threading.Lock()
         self._gate = _Gate()
+        self._flushes = _Flushes()
+        self._together = threading.local()  # per thread: tickets written in `together()`
         self._opened: qe.EdgeShard | None = None
         self._owner: IO[str] | None = None
         # the lock file's line and times before we took it, restored if opening fails
@@ -520,9 +584,14 @@ class EdgeStore:
                 try:
                     shard.update(operation)
                     flushing = True
-                    # durable before it returns: the log is mapped into memory, so an update
-                    # on a disk that can no longer write fails only here
-                    shard.flush()
+                    ticket = self._flushes.applied()
+                    held: list[int] | None = getattr(self._together, "tickets", None)
+                    if held is not None:
+                        held.append(ticket)  # flushed once, when `together()` ends
+                    else:
+                        # durable before it returns: the log is mapped into memory, so an
+                        # update on a disk that can no longer write fails only here
+                        self._flushes.wait_durable(ticket, shard.flush)
                 except Exception as exc:
                     failed = _first_line(exc)
             finally:
@@ -539,9 +608,39 @@ class EdgeStore:
         log.error("writing to the store at %s failed: %s", self._path, failed)
         raise StoreError(f"writing to the store failed ({failed})")
 
+    @contextmanager
+    def together(self) -> Iterator[None]:
+        """This thread's writes inside reach the disk with one flush, when it ends (and
+        before it returns): a commit stage's plan record and its points cost one flush, not
+        two. An exception inside skips the flush (nothing of it was acknowledged); a flush
+        that fails raises StoreUnavailable, as a write's own would. Nested: the outer one
+        flushes."""
+        if getattr(self._together, "tickets", None) is not None:
+            yield
+            return
+        tickets: list[int] = []
+        self._together.tickets = tickets
+        try:
+            yield
+        finally:
+            self._together.tickets = None
+        if not tickets:
+            return
+        failed: str | None = None
+        with self._gate.shared():
+            try:
+                self._flushes.wait_durable(max(tickets), self._shard.flush)
+            except Exception as exc:
+                failed = _first_line(exc)
+        if failed is not None:
+            self._reload()
+            raise self._unavailable("writing to", failed)
+
     def _reload(self) -> None:
         """Close the shard (keeping the directory's lock); the next call loads it again."""
         with self._gate.exclusive(), self._lock:
+            # what was not flushed yet may be missing from the files it is loaded from
+            self._flushes.lost("the store was loaded again from its files")
             if self._opened is not None:
                 try:
                     self._opened.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -110,6 +110,10 @@ class QdrantStore:
             groups.setdefault(kind, []).append(point)
         for kind, group in groups.items():
             self.upsert(kind, group)
+
+    def together(self) -> AbstractContextManager[None]:
+        """Nothing to group: each write waits for the server (`wait=True`)."""
+        return nullcontext()
 
     def upsert(self, kind: Kind, points: Sequence[Point]) -> None:
         """Write points; every payload must name its tenant and space."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import date, datetime
 from pathlib import Path
 
+import numpy as np
+
 from common.context import MemoryContext
 from common.llm.contracts import FactUpdate, VerifyDecision
 from common.memory.changes import CommitStats
@@ -289,3 +291,36 @@ def test_a_jobs_model_call_totals_are_its_metered_calls_summed() -> None:
     counts = stats.counts()
     assert (counts["llm_calls"], counts["llm_calls_skipped"]) == (5, 3)
     assert CommitStats.from_counts(counts).counts() == counts
+
+
+def test_an_event_of_joined_facts_takes_their_mean_with_event_vectors_members(
+    tmp_path: Path,
+) -> None:
+    encoder = TableEncoder()
+    ctx = make_ctx(tmp_path, encoder)
+    ctx.settings.memory.event_vectors = "members"
+    ctx.backend.links["Ann bought paint brushes."] = ["Ann paints landscapes."]  # type: ignore[attr-defined]
+    _seed(
+        ctx,
+        [("Ann paints landscapes.", (1, 0, 0, 0)), ("Ann bought paint brushes.", (0.6, 0.8, 0, 0))],
+    )
+    (event,) = _events(ctx)
+    assert event.summary == "Ann bought paint brushes. Ann paints landscapes."
+    assert encoder.calls == 0  # the summary joins the two facts: nothing embedded
+    mean = unit(0.8, 0.4, 0, 0)  # (1, 0) and (0.6, 0.8) averaged, made unit length
+    assert np.allclose(ctx.index("t", "s").events.vector(event.id), mean, atol=1e-6)
+
+
+def test_by_default_an_event_summary_is_embedded_even_when_joined_from_facts(
+    tmp_path: Path,
+) -> None:
+    encoder = TableEncoder({"Ann bought paint brushes. Ann paints landscapes.": unit(0, 0, 1, 0)})
+    ctx = make_ctx(tmp_path, encoder)
+    ctx.backend.links["Ann bought paint brushes."] = ["Ann paints landscapes."]  # type: ignore[attr-defined]
+    _seed(
+        ctx,
+        [("Ann paints landscapes.", (1, 0, 0, 0)), ("Ann bought paint brushes.", (0.6, 0.8, 0, 0))],
+    )
+    (event,) = _events(ctx)
+    assert encoder.calls == 1
+    assert np.allclose(ctx.index("t", "s").events.vector(event.id), unit(0, 0, 1, 0))

@@ -4,6 +4,7 @@ the one retry layer (429, 5xx, timeouts, malformed output), permanent errors, to
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -14,6 +15,7 @@ from common.llm import usage
 from common.llm.contracts import EvidenceItem, FactView, QueryIntent
 from common.llm.model_backend import ModelBackend
 from common.llm.openai_compat import OpenAITransport
+from common.llm.prompts import intent
 from common.llm.transport import LLMError
 from common.settings import LLMEndpoint, LLMSettings, MemorySettings
 from tests.helpers.fake_llm_server import FakeLLM, Reply, completion, error, serve, tool_call
@@ -204,3 +206,36 @@ def test_metadata_is_asked_in_bounded_slices_and_reassembled_in_order(server: Fa
         for r in server.requests
     ]
     assert sorted(sizes) == [2, 4]
+
+
+def test_batches_of_concurrent_tasks_are_each_bounded_on_their_own() -> None:
+    """`llm.concurrency` bounds one batch: two tasks' batches of two calls each, with
+    `concurrency=2`, have four calls at the server at once (a pool shared by the process
+    held them to two, whatever a worker's slots)."""
+    together = threading.Barrier(4, timeout=20)
+
+    def all_four(request: dict[str, Any]) -> Reply:
+        together.wait()  # answers only once four calls are in flight at the same time
+        return ok(request)
+
+    with serve(all_four) as server:
+        settings = LLMSettings(
+            backend="openai",
+            general=LLMEndpoint(base_url=server.base_url, model="fake"),
+            structured_output="json_schema",
+            concurrency=2,
+            max_attempts=1,
+        )
+        transport = OpenAITransport(settings.general, settings, "general")
+        request = intent.request("When did Ann adopt the cat?", ["Ann"], NOW, 256)
+        done: list[list[Any]] = []
+        tasks = [
+            threading.Thread(target=lambda: done.append(transport.complete([request] * 2)))
+            for _ in range(2)
+        ]
+        for t in tasks:
+            t.start()
+        for t in tasks:
+            t.join(30)
+        assert not together.broken
+        assert [c.error for batch in done for c in batch] == [None] * 4

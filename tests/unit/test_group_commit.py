@@ -1,0 +1,240 @@
+"""Shared work on the commit path: flushes of the embedded store grouped across writers
+(and across a commit stage's writes), encodes of the embedder shared by its callers, and
+commits of independent spaces under way at once."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from common.embeddings import _Coalesced
+from common.llm.contracts import EventSummary, FactView
+from common.memory.commit import commit_facts
+from common.settings import Settings
+from common.store import records
+from common.store.base import Kind, Point, StoreUnavailable
+from common.store.edge import EdgeStore, StoreFlushFailed, _Flushes
+from tests.helpers.contexts import make_ctx
+from tests.helpers.doubles import DIM, ScriptedBackend, unit
+from tests.helpers.records import draft, session_record
+
+WHEN = datetime(2024, 3, 1, 12, 0)
+
+
+class HeldFlush:
+    """A flush that blocks until released, counting how often it ran."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.started = threading.Event()
+        self.runs = 0
+        self.fail = False
+
+    def __call__(self) -> None:
+        self.runs += 1
+        self.started.set()
+        self.release.wait(10)
+        if self.fail:
+            raise OSError(5, "Input/output error")
+
+
+def _wait_all(flushes: _Flushes, tickets: list[int], flush: HeldFlush) -> None:
+    """Wait for every ticket, each on a thread of its own."""
+    threads = [threading.Thread(target=flushes.wait_durable, args=(t, flush)) for t in tickets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+
+
+def test_writers_waiting_on_a_flush_under_way_share_the_next_one() -> None:
+    flushes, flush = _Flushes(), HeldFlush()
+    first = flushes.applied()
+    leader = threading.Thread(target=flushes.wait_durable, args=(first, flush))
+    leader.start()
+    assert flush.started.wait(10)  # the first flush is under way, covering update 1 only
+    later = [flushes.applied() for _ in range(5)]
+    waiting = threading.Thread(target=_wait_all, args=(flushes, later, flush))
+    waiting.start()
+    flush.release.set()
+    leader.join(10)
+    waiting.join(10)
+    # one flush for the first update, one for the five applied while it ran
+    assert flush.runs == 2
+
+
+def test_a_flush_that_began_after_an_update_covers_it_without_another() -> None:
+    flushes, flush = _Flushes(), HeldFlush()
+    flush.release.set()
+    tickets = [flushes.applied() for _ in range(3)]
+    flushes.wait_durable(tickets[-1], flush)
+    for ticket in tickets:
+        flushes.wait_durable(ticket, flush)  # already on disk: returns without flushing
+    assert flush.runs == 1
+
+
+def test_updates_a_failed_flush_covered_stay_failed_after_a_later_flush_succeeds() -> None:
+    flushes, flush = _Flushes(), HeldFlush()
+    flush.release.set()
+    flush.fail = True
+    lost = flushes.applied()
+    with pytest.raises(StoreFlushFailed, match="Input/output error"):
+        flushes.wait_durable(lost, flush)
+    flush.fail = False
+    fresh = flushes.applied()
+    flushes.wait_durable(fresh, flush)  # a new update, flushed
+    with pytest.raises(StoreFlushFailed):
+        flushes.wait_durable(lost, flush)  # the later flush did not bring it back
+
+
+def test_a_reload_loses_what_was_not_flushed_yet() -> None:
+    flushes, flush = _Flushes(), HeldFlush()
+    flush.release.set()
+    kept = flushes.applied()
+    flushes.wait_durable(kept, flush)
+    pending = flushes.applied()
+    flushes.lost("the store was loaded again from its files")
+    flushes.wait_durable(kept, flush)
+    with pytest.raises(StoreFlushFailed, match="loaded again"):
+        flushes.wait_durable(pending, flush)
+
+
+def _point(i: int) -> Point:
+    payload = {"tenant": "t", "space": "s", "text": f"fact {i}"}
+    return Point(id=f"f{i}", vector=np.eye(DIM, dtype=np.float32)[i % DIM], payload=payload)
+
+
+def test_writes_together_are_flushed_once_when_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = EdgeStore(tmp_path / "store", DIM)
+    calls: list[int] = []
+    real = store._flushes.wait_durable
+
+    def counted(ticket: int, flush: Callable[[], None]) -> None:
+        calls.append(ticket)
+        real(ticket, flush)
+
+    monkeypatch.setattr(store._flushes, "wait_durable", counted)
+    try:
+        store.upsert(Kind.FACTS, [_point(0)])
+        assert len(calls) == 1  # a write alone is flushed before it returns
+        with store.together():
+            store.upsert(Kind.FACTS, [_point(1)])
+            store.upsert(Kind.FACTS, [_point(2)])
+            assert len(calls) == 1
+        assert len(calls) == 2  # both, in one flush at the end
+        assert {p.id for p in store.scroll(Kind.FACTS, "t", "s")} == {"f0", "f1", "f2"}
+    finally:
+        store.close()
+
+
+def test_a_flush_failing_at_the_end_of_together_is_a_store_outage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = EdgeStore(tmp_path / "store", DIM)
+
+    def failing(ticket: int, flush: object) -> None:
+        raise StoreFlushFailed("No space left on device (os error 28)")
+
+    try:
+        store.upsert(Kind.FACTS, [_point(0)])
+        monkeypatch.setattr(store._flushes, "wait_durable", failing)
+        with pytest.raises(StoreUnavailable, match="try again later"), store.together():
+            store.upsert(Kind.FACTS, [_point(1)])
+    finally:
+        monkeypatch.undo()
+        store.close()
+
+
+def test_callers_arriving_while_the_model_is_busy_share_one_encode() -> None:
+    batches: list[list[str]] = []
+    busy, release = threading.Event(), threading.Event()
+
+    def encode(texts: list[str]) -> np.ndarray:
+        batches.append(list(texts))
+        if len(batches) == 1:
+            busy.set()
+            release.wait(10)
+        return np.array([[float(len(t))] for t in texts], dtype=np.float32)
+
+    shared = _Coalesced(encode)
+    results: dict[str, np.ndarray] = {}
+
+    def call(name: str, texts: list[str]) -> None:
+        results[name] = shared.encode(texts)
+
+    first = threading.Thread(target=call, args=("first", ["a"]))
+    first.start()
+    assert busy.wait(10)
+    others = [
+        threading.Thread(target=call, args=(f"c{i}", ["b" * (i + 2), "c" * (i + 5)]))
+        for i in range(4)
+    ]
+    for t in others:
+        t.start()
+    while sum(len(a.texts) for a in shared._waiting) < 8:  # all four are queued
+        threading.Event().wait(0.01)
+    release.set()
+    for t in [first, *others]:
+        t.join(10)
+    assert len(batches) == 2 and len(batches[1]) == 8  # the four callers in one encode
+    for i in range(4):  # each caller got its own rows, in its order
+        assert results[f"c{i}"][:, 0].tolist() == [i + 2, i + 5]
+    assert results["first"][:, 0].tolist() == [1]
+
+
+def test_an_encode_that_fails_fails_every_caller_it_carried() -> None:
+    def encode(texts: list[str]) -> np.ndarray:
+        raise RuntimeError("out of memory")
+
+    with pytest.raises(RuntimeError, match="out of memory"):
+        _Coalesced(encode).encode(["a"])
+
+
+class HeldSummaries(ScriptedBackend):
+    """Event summaries of Ann's facts wait until the test releases them."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.reached, self.release = threading.Event(), threading.Event()
+
+    def summarize_events(
+        self, items: list[tuple[list[FactView], EventSummary | None]]
+    ) -> list[EventSummary]:
+        if any(f.text.startswith("Ann") for facts, _ in items for f in facts):
+            self.reached.set()
+            self.release.wait(20)
+        return super().summarize_events(items)
+
+
+def test_a_commit_in_one_space_does_not_wait_for_another_spaces_commit(tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path)
+    held = HeldSummaries(ctx.settings)
+    ctx.backend = held
+    held.links["Ann bought paint brushes."] = ["Ann paints landscapes."]
+    records.create_space(ctx.store, "t", "s2")
+    ann = session_record("a0", 0, WHEN, ["Ann"])
+    bob = session_record("b0", 0, WHEN, ["Bob"]).model_copy(update={"space": "s2"})
+    ann_drafts = [
+        draft(ann, "Ann paints landscapes.", unit(1, 0, 0, 0), ["paints"], ["Ann"], index=0),
+        draft(ann, "Ann bought paint brushes.", unit(0.7, 0.7, 0, 0), ["bought"], ["Ann"], 1),
+    ]
+    first = threading.Thread(target=commit_facts, args=(ctx, ann, ann_drafts))
+    first.start()
+    try:
+        assert held.reached.wait(20)  # Ann's commit is mid-stage, in space s
+        stats = commit_facts(
+            ctx, bob, [draft(bob, "Bob runs marathons.", unit(0, 0, 1, 0), ["runs"], ["Bob"])]
+        )
+        assert stats.facts_stored == 1  # space s2 committed meanwhile
+        assert ctx.store.count(Kind.FACTS, "t", "s") == 0  # s has not written yet
+    finally:
+        held.release.set()
+        first.join(20)
+    assert ctx.store.count(Kind.FACTS, "t", "s") == 2
