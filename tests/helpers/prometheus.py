@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ import httpx
 
 from tests.helpers.ports import free_port
 from tests.helpers.skips import unavailable
+from tests.helpers.stack import until_ready
 from workers.launch import WorkerProcess
 
 
@@ -76,16 +76,7 @@ class Prometheus:
         )
 
     def wait_ready(self, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if httpx.get(f"{self.url}/-/ready", timeout=5).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"prometheus not ready:\n{self.log.read_text()[-3000:]}")
-            time.sleep(0.2)
+        until_ready(f"{self.url}/-/ready", self.proc, self.log, "prometheus", timeout)
 
     def query(self, expr: str) -> list[dict[str, Any]]:
         """An instant query's result vector."""

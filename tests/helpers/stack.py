@@ -53,15 +53,22 @@ class Stack:
 def api_ready(url: str, api: subprocess.Popen[bytes], log: Path, timeout: float = 60) -> None:
     """Until the API process at `url` answers /readyz with 200; its log's tail if it exits or
     the time runs out first."""
+    until_ready(f"{url}/readyz", api, log, "api", timeout)
+
+
+def until_ready(
+    url: str, proc: subprocess.Popen[bytes], log: Path, what: str, timeout: float = 60
+) -> None:
+    """Until `url` answers 200; the process's log tail if it exits or the time runs out."""
     deadline = time.monotonic() + timeout
     while True:
         try:
-            if httpx.get(f"{url}/readyz", timeout=10).status_code == 200:
+            if httpx.get(url, timeout=10).status_code == 200:
                 return
         except httpx.TransportError:
             pass
-        if api.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"api not ready:\n{log.read_text()[-3000:]}")
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{what} not ready:\n{log.read_text()[-3000:]}")
         time.sleep(0.2)
 
 
