@@ -63,15 +63,26 @@ class _Coalesced:
     def encode(self, texts: list[str]) -> np.ndarray:
         ask = _Ask(texts)
         batch: list[_Ask] = []
-        with self._cond:
-            self._waiting.append(ask)
-            while self._busy and ask.vectors is None and ask.error is None:
-                self._cond.wait()
-            if ask.vectors is None and ask.error is None:  # the model is free: lead
-                self._busy = True
-                batch, self._waiting = self._waiting, []
-        if batch:
-            self._run(batch)
+        lead = False
+        try:
+            with self._cond:
+                self._waiting.append(ask)
+                while self._busy and ask.vectors is None and ask.error is None:
+                    self._cond.wait()
+                if ask.vectors is None and ask.error is None:  # the model is free: lead
+                    lead = True
+                    self._busy = True
+                    batch, self._waiting = self._waiting, []
+            if lead:
+                self._run(batch)
+        except BaseException:
+            with self._cond:  # interrupted waiting: nobody is to encode it any more
+                if ask in self._waiting:
+                    self._waiting.remove(ask)
+            raise
+        finally:
+            if lead:
+                self._free(batch, ask)
         if ask.error is not None:
             raise ask.error
         assert ask.vectors is not None
@@ -80,17 +91,23 @@ class _Coalesced:
     def _run(self, batch: list[_Ask]) -> None:
         try:
             vectors = self._encode([t for a in batch for t in a.texts])
-            at = 0
-            for a in batch:
-                a.vectors = vectors[at : at + len(a.texts)]
-                at += len(a.texts)
-        except BaseException as exc:  # every caller of the batch sees it
+        except Exception as exc:  # every caller of the batch sees it
             for a in batch:
                 a.error = exc
-        finally:
-            with self._cond:
-                self._busy = False
-                self._cond.notify_all()
+            return
+        at = 0
+        for a in batch:
+            a.vectors = vectors[at : at + len(a.texts)]
+            at += len(a.texts)
+
+    def _free(self, batch: list[_Ask], own: _Ask) -> None:
+        """The leader is done: the model is free again. The others' texts it took and did
+        not encode (it was interrupted: a time limit, Ctrl-C) wait for the next leader."""
+        with self._cond:
+            self._busy = False
+            undone = [a for a in batch if a is not own and a.vectors is None and a.error is None]
+            self._waiting = undone + self._waiting
+            self._cond.notify_all()
 
 
 class Embedder:

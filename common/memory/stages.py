@@ -374,6 +374,10 @@ def profile_stage(
         if record is None:
             return Next.NOTHING
         record = resume(ctx, record)
+        if record.status not in ("committed", "done"):
+            # The head moved on since its drain returned (an erasure, a failure) to a session
+            # not committed yet: its own drain commits it.
+            return Next.DRAIN
         if record.status == "committed":
             try:
                 profile_batch(ctx, record, lock.check)

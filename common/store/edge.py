@@ -30,12 +30,13 @@ first check that the store's filesystem is writable and has `MIN_FREE_BYTES` fre
 with `StoreUnavailable` when not; the check cannot see space taken by others between it and
 the write.
 
-Durability: every update is flushed (`EdgeShard.flush`) before it returns, so a write that
-returned is on disk; the engine's log is mapped into memory, so an update "succeeds" on a
-filesystem that can no longer write, and only the flush says so. A failed flush, or an update
-failed by the disk (ENOSPC, EROFS, EIO, EDQUOT), raises `StoreUnavailable` and the shard is
-closed, to be loaded again from its files by the next call, so that this process never serves
-what the disk does not hold; an update the engine rejects (it changed nothing) is a StoreError.
+Durability: every update is flushed (`EdgeShard.flush`) before it returns (inside
+`together()`, before that returns), so a write that returned is on disk; the engine's log is
+mapped into memory, so an update "succeeds" on a filesystem that can no longer write, and
+only the flush says so. A failed flush, or an update failed by the disk (ENOSPC, EROFS, EIO,
+EDQUOT), raises `StoreUnavailable` and the shard is closed, to be loaded again from its
+files by the next call, so that this process never serves what the disk does not hold; an
+update the engine rejects (it changed nothing) is a StoreError.
 
 Erased text: the engine's write-ahead log (`shard/wal/open-N`, 32 MiB segments) keeps every
 update's payload until its segment is rotated, and the engine cannot truncate it. `scrub`
@@ -212,14 +213,22 @@ class _Flushes:
     ended. The engine's flush writes out everything the shard holds, so writers on several
     threads share one; a writer that finds a flush under way waits for it and, if it began
     too early to cover its update, starts the next. Tickets number the updates applied; the
-    updates a failed flush or a reload may have lost stay lost, whatever is flushed later."""
+    updates a failed flush or a reload may have lost stay lost, whatever is flushed later.
+
+    A failed flush also stops every later flush until the shard is loaded again (`reloaded`):
+    the engine's memory may then hold what its files lack, and a flush that succeeded after
+    it would acknowledge updates on top of a state the disk never saw. `epoch` counts the
+    loads, so that the writers who find their updates lost reload the shard once between
+    them, not once each."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._applied = 0
         self._flushed = 0  # every update up to this ticket is on disk, but those lost
         self._running = False
-        self._lost: list[tuple[int, int, str]] = []  # (first, last ticket, why)
+        self._lost: list[tuple[int, int, str, int]] = []  # (first, last ticket, why, epoch)
+        self._failed: str | None = None  # a flush failed in this epoch: none may run
+        self.epoch = 0
 
     def applied(self) -> int:
         """Note an update applied in memory; its ticket for `wait_durable`."""
@@ -227,46 +236,77 @@ class _Flushes:
             self._applied += 1
             return self._applied
 
-    def lost(self, why: str, through: int | None = None) -> None:
-        """The updates not yet flushed (up to `through`) may never reach the disk."""
+    def _lose(self, why: str, last: int) -> None:
+        if last > self._flushed:
+            self._lost.append((self._flushed + 1, last, why, self.epoch))
+        self._cond.notify_all()
+
+    def reloaded(self, why: str) -> None:
+        """The shard was closed and is loaded again from its files: what was not flushed may
+        never reach the disk, and flushing may start again."""
         with self._cond:
-            last = self._applied if through is None else through
-            if last > self._flushed:
-                self._lost.append((self._flushed + 1, last, why))
+            self._lose(why, self._applied)
+            self._failed = None
+            self.epoch += 1
+
+    def flushed_all(self) -> None:
+        """Every update applied is on disk (the shard was flushed and closed)."""
+        with self._cond:
+            self._flushed = max(self._flushed, self._applied)
             self._cond.notify_all()
 
     def wait_durable(self, ticket: int, flush: Callable[[], None]) -> None:
         """Return once the update of `ticket` is on disk, flushing if no flush under way
         covers it; raises StoreFlushFailed if it may have been lost."""
-        with self._cond:
-            while True:
-                for first, last, why in self._lost:
-                    if first <= ticket <= last:
-                        raise StoreFlushFailed(why)
-                if self._flushed >= ticket:
-                    return
-                if not self._running:
-                    break
-                self._cond.wait()
-            self._running = True
-            target = self._applied
-        failed: str | None = None
-        try:
-            flush()
-        except Exception as exc:
-            failed = _first_line(exc)
-        with self._cond:
-            self._running = False
-            if failed is None:
-                self._flushed = max(self._flushed, target)
-            self._cond.notify_all()
-        if failed is not None:
-            self.lost(failed, target)
-            raise StoreFlushFailed(failed)
+        while True:
+            with self._cond:
+                while True:
+                    for first, last, why, epoch in self._lost:
+                        if first <= ticket <= last:
+                            raise StoreFlushFailed(why, reload=epoch == self.epoch)
+                    if self._flushed >= ticket:
+                        return
+                    if self._failed is not None:
+                        self._lose(self._failed, self._applied)
+                        continue  # `ticket` is among them now
+                    if not self._running:
+                        break
+                    self._cond.wait()
+                self._running = True
+                target = self._applied
+            failed = "the flush was interrupted"  # unless it ends, one way or the other
+            try:
+                flush()
+                failed = ""
+            except Exception as exc:
+                failed = _first_line(exc)
+            finally:
+                with self._cond:
+                    self._running = False
+                    if failed:
+                        self._failed = failed
+                        self._lose(failed, target)
+                    else:
+                        self._flushed = max(self._flushed, target)
+                    self._cond.notify_all()
+            # back to the checks: covered now, or lost with the updates this flush held
+
+
+class _Held:
+    """A thread's `together()`: the tickets of its updates and the spaces they wrote."""
+
+    def __init__(self) -> None:
+        self.tickets: list[int] = []
+        self.spaces: set[tuple[str, str]] = set()
 
 
 class StoreFlushFailed(Exception):
-    """The flush that was to make an update durable failed (its first line)."""
+    """The flush that was to make an update durable failed (its first line). `reload`: the
+    shard has not been loaded again since, so the caller should."""
+
+    def __init__(self, why: str, reload: bool = True) -> None:
+        super().__init__(why)
+        self.reload = reload
 
 
 def _first_line(exc: BaseException) -> str:
@@ -298,9 +338,9 @@ def _fsync_dir(path: Path) -> None:
 
 class EdgeStore:
     """The `Store` on a Qdrant Edge shard in `path`, opened on first use. Every write is
-    flushed to disk before it returns; `compact` (after an erasure) rewrites the whole shard,
-    blocking the store's other calls meanwhile: at most about 0.3 s plus 0.1 ms per stored
-    point (module docstring)."""
+    flushed to disk before it returns (inside `together()`, before that returns); `compact`
+    (after an erasure) rewrites the whole shard, blocking the store's other calls meanwhile:
+    at most about 0.3 s plus 0.1 ms per stored point (module docstring)."""
 
     def __init__(self, path: Path, dimension: int, scroll_page: int = 1024) -> None:
         self._path = Path(path)
@@ -309,7 +349,7 @@ class EdgeStore:
         self._lock = threading.Lock()
         self._gate = _Gate()
         self._flushes = _Flushes()
-        self._together = threading.local()  # per thread: tickets written in `together()`
+        self._together = threading.local()  # per thread: its `together()` (_Held)
         self._opened: qe.EdgeShard | None = None
         self._owner: IO[str] | None = None
         # the lock file's line and times before we took it, restored if opening fails
@@ -574,7 +614,10 @@ class EdgeStore:
         snapshots.py)."""
         failed: str | None = None
         flushing = False
+        reload = True
+        held: _Held | None = getattr(self._together, "held", None)
         with self._gate.shared():
+            epoch = self._flushes.epoch
             shard = self._shard  # opened first: only the owner may touch the saved indexes
             for tenant, space in spaces or ():
                 if self.snapshots is not None:
@@ -585,24 +628,28 @@ class EdgeStore:
                     shard.update(operation)
                     flushing = True
                     ticket = self._flushes.applied()
-                    held: list[int] | None = getattr(self._together, "tickets", None)
                     if held is not None:
-                        held.append(ticket)  # flushed once, when `together()` ends
+                        held.tickets.append(ticket)  # flushed once, when `together()` ends
                     else:
                         # durable before it returns: the log is mapped into memory, so an
                         # update on a disk that can no longer write fails only here
                         self._flushes.wait_durable(ticket, shard.flush)
+                except StoreFlushFailed as exc:
+                    failed, reload = str(exc), exc.reload
                 except Exception as exc:
                     failed = _first_line(exc)
             finally:
-                for tenant, space in spaces or ():
-                    if self.snapshots is not None:
-                        self.snapshots.written(tenant, space)
+                if held is not None:
+                    held.spaces |= spaces or set()  # saved indexes wait for the flush too
+                else:
+                    self._written(spaces)
         if failed is None:
             return
         if flushing or _disk_failure(failed):
-            # The engine may hold in memory what its files lack: load it from them next time.
-            self._reload()
+            # The engine may hold in memory what its files lack: load it from them next time
+            # (once: the writers whose updates the same failure lost share the reload).
+            if reload:
+                self._reload(epoch)
             raise self._unavailable("writing to", failed)
         # the engine refused the update itself (it changed nothing): not the disk's fault
         log.error("writing to the store at %s failed: %s", self._path, failed)
@@ -615,32 +662,54 @@ class EdgeStore:
         two. An exception inside skips the flush (nothing of it was acknowledged); a flush
         that fails raises StoreUnavailable, as a write's own would. Nested: the outer one
         flushes."""
-        if getattr(self._together, "tickets", None) is not None:
+        if getattr(self._together, "held", None) is not None:
             yield
             return
-        tickets: list[int] = []
-        self._together.tickets = tickets
+        held = _Held()
+        self._together.held = held
         try:
             yield
-        finally:
-            self._together.tickets = None
-        if not tickets:
+        except BaseException:  # nothing of it acknowledged: no flush
+            self._together.held = None
+            self._written(held.spaces)
+            raise
+        self._together.held = None
+        if not held.tickets:
+            self._written(held.spaces)
             return
         failed: str | None = None
-        with self._gate.shared():
-            try:
-                self._flushes.wait_durable(max(tickets), self._shard.flush)
-            except Exception as exc:
-                failed = _first_line(exc)
+        reload = True
+        try:
+            with self._gate.shared():
+                epoch = self._flushes.epoch
+                try:
+                    # lost updates are found before the shard is touched (or loaded again)
+                    self._flushes.wait_durable(max(held.tickets), lambda: self._shard.flush())
+                except StoreFlushFailed as exc:
+                    failed, reload = str(exc), exc.reload
+                except Exception as exc:
+                    failed = _first_line(exc)
+        finally:
+            self._written(held.spaces)
         if failed is not None:
-            self._reload()
+            if reload:
+                self._reload(epoch)
             raise self._unavailable("writing to", failed)
 
-    def _reload(self) -> None:
-        """Close the shard (keeping the directory's lock); the next call loads it again."""
+    def _written(self, spaces: set[tuple[str, str]] | None) -> None:
+        """The writes to `spaces` are durable (or failed): their indexes may be saved again."""
+        for tenant, space in spaces or ():
+            if self.snapshots is not None:
+                self.snapshots.written(tenant, space)
+
+    def _reload(self, epoch: int | None = None) -> None:
+        """Close the shard (keeping the directory's lock); the next call loads it again.
+        `epoch`: only if the shard has not been loaded again since (`_Flushes.epoch`)."""
         with self._gate.exclusive(), self._lock:
+            if epoch is not None and epoch != self._flushes.epoch:
+                return  # another writer's reload after the same failure
             # what was not flushed yet may be missing from the files it is loaded from
-            self._flushes.lost("the store was loaded again from its files")
+            self._flushes.reloaded("the store was loaded again from its files")
             if self._opened is not None:
                 try:
                     self._opened.close()
@@ -774,14 +843,20 @@ class EdgeStore:
             try:
                 self._opened = self._replace(shard, fresh_dir)
             except StoreError:
-                self._opened = None  # loaded again, and the scrub redone, at the next call
+                self._dropped("the store's scrub failed")  # the next call loads, and scrubs
                 raise
             except Exception as exc:
-                self._opened = None
+                self._dropped("the store's scrub failed")
                 raise self._unavailable("compacting", _first_line(exc)) from None
             except BaseException:  # a time limit, Ctrl-C: `shard` is closed all the same
-                self._opened = None
+                self._dropped("the store's scrub was interrupted")
                 raise
+
+    def _dropped(self, why: str) -> None:
+        """The shard was closed by a scrub that failed: updates of an unfinished `together()`
+        it held may be missing from the files it is loaded from next."""
+        self._opened = None
+        self._flushes.reloaded(why)
 
     def _scrub_at_open(self, shard: qe.EdgeShard) -> qe.EdgeShard:
         """Finish a scrub that was interrupted; if it cannot run now, serve the shard as it is
@@ -865,7 +940,9 @@ class EdgeStore:
     def _swap_in(self, shard: qe.EdgeShard, fresh_dir: Path) -> qe.EdgeShard:
         here, old = self._path / SHARD, self._path / OLD
         pending = self._path / SCRUB_PENDING
-        shard.close()  # it holds nothing unflushed: every update was flushed
+        # The copy holds every update applied, flushed or not (a `together()` under way
+        # flushes the new shard when it ends), so closing this one loses nothing.
+        shard.close()
         shutil.rmtree(old, ignore_errors=True)
         # From here the new shard is complete: an interruption is settled at the next open.
         os.replace(here, old)
@@ -901,7 +978,9 @@ class EdgeStore:
             if self._opened is not None:
                 try:
                     self._opened.flush()
+                    self._flushes.flushed_all()
                 finally:
                     self._opened.close()
                     self._opened = None
+                    self._flushes.reloaded("the store was closed before its flush")
             self._release_ownership()

@@ -34,12 +34,14 @@ class HeldFlush:
         self.started = threading.Event()
         self.runs = 0
         self.fail = False
+        self.fail_then = True  # whether the flushes after a failed one fail too
 
     def __call__(self) -> None:
         self.runs += 1
         self.started.set()
         self.release.wait(10)
         if self.fail:
+            self.fail = self.fail_then
             raise OSError(5, "Input/output error")
 
 
@@ -86,10 +88,77 @@ def test_updates_a_failed_flush_covered_stay_failed_after_a_later_flush_succeeds
     with pytest.raises(StoreFlushFailed, match="Input/output error"):
         flushes.wait_durable(lost, flush)
     flush.fail = False
+    flushes.reloaded("the store was loaded again from its files")
     fresh = flushes.applied()
     flushes.wait_durable(fresh, flush)  # a new update, flushed
     with pytest.raises(StoreFlushFailed):
         flushes.wait_durable(lost, flush)  # the later flush did not bring it back
+
+
+def test_no_flush_runs_after_a_failed_one_until_the_shard_is_loaded_again() -> None:
+    flushes, flush = _Flushes(), HeldFlush()
+    flush.release.set()
+    flush.fail = True
+    first = flushes.applied()
+    with pytest.raises(StoreFlushFailed) as failed:
+        flushes.wait_durable(first, flush)
+    assert failed.value.reload  # nobody has loaded the shard again yet
+    flush.fail = False
+    after = flushes.applied()  # applied on top of what the disk may lack
+    with pytest.raises(StoreFlushFailed, match="Input/output error"):
+        flushes.wait_durable(after, flush)
+    assert flush.runs == 1  # refused without flushing
+    flushes.reloaded("the store was loaded again from its files")
+    with pytest.raises(StoreFlushFailed) as again:
+        flushes.wait_durable(after, flush)
+    assert not again.value.reload  # its loss is already behind a reload: not another one
+
+
+def test_a_waiter_covered_by_a_flush_that_fails_never_returns_as_durable() -> None:
+    """The failure is recorded as the flush ends, so a waiter cannot slip in between, flush
+    successfully and acknowledge the updates the failed flush held."""
+    flushes, flush = _Flushes(), HeldFlush()
+    flush.fail = True
+    tickets = [flushes.applied() for _ in range(4)]
+    outcomes: dict[int, str] = {}
+
+    def wait(ticket: int) -> None:
+        try:
+            flushes.wait_durable(ticket, flush)
+            outcomes[ticket] = "durable"
+        except StoreFlushFailed:
+            outcomes[ticket] = "failed"
+
+    threads = [threading.Thread(target=wait, args=(t,)) for t in tickets]
+    for t in threads:
+        t.start()
+    assert flush.started.wait(10)
+    flush.fail_then = False  # any flush after the first would succeed
+    flush.release.set()
+    for t in threads:
+        t.join(10)
+    assert outcomes == dict.fromkeys(tickets, "failed")
+
+
+def test_a_flush_interrupted_by_a_base_exception_frees_the_next_one() -> None:
+    flushes = _Flushes()
+    calls = 0
+
+    def flush() -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise KeyboardInterrupt  # a panic of the engine reaches Python as a BaseException
+
+    first = flushes.applied()
+    with pytest.raises(KeyboardInterrupt):
+        flushes.wait_durable(first, flush)
+    with pytest.raises(StoreFlushFailed, match="interrupted"):
+        flushes.wait_durable(first, flush)  # lost, not wedged behind a flush "under way"
+    flushes.reloaded("the store was loaded again from its files")
+    second = flushes.applied()
+    flushes.wait_durable(second, flush)
+    assert calls == 2
 
 
 def test_a_reload_loses_what_was_not_flushed_yet() -> None:
@@ -98,7 +167,7 @@ def test_a_reload_loses_what_was_not_flushed_yet() -> None:
     kept = flushes.applied()
     flushes.wait_durable(kept, flush)
     pending = flushes.applied()
-    flushes.lost("the store was loaded again from its files")
+    flushes.reloaded("the store was loaded again from its files")
     flushes.wait_durable(kept, flush)
     with pytest.raises(StoreFlushFailed, match="loaded again"):
         flushes.wait_durable(pending, flush)
@@ -195,6 +264,104 @@ def test_an_encode_that_fails_fails_every_caller_it_carried() -> None:
 
     with pytest.raises(RuntimeError, match="out of memory"):
         _Coalesced(encode).encode(["a"])
+
+
+def test_followers_of_an_interrupted_leader_are_encoded_by_the_next_one() -> None:
+    """A time limit or Ctrl-C in the leader's thread is its own: the callers whose texts it
+    took wait for the next encode, and the model is free again."""
+    busy, release = threading.Event(), threading.Event()
+    batches: list[list[str]] = []
+
+    def encode(texts: list[str]) -> np.ndarray:
+        batches.append(list(texts))
+        if len(batches) == 1:
+            busy.set()
+            release.wait(10)
+        if len(batches) == 2:
+            raise KeyboardInterrupt
+        return np.array([[float(len(t))] for t in texts], dtype=np.float32)
+
+    shared = _Coalesced(encode)
+    results: dict[str, object] = {}
+
+    def call(name: str, texts: list[str]) -> None:
+        try:
+            results[name] = shared.encode(texts)[:, 0].tolist()
+        except BaseException as exc:  # noqa: BLE001 - recorded for the assertions
+            results[name] = type(exc).__name__
+
+    first = threading.Thread(target=call, args=("first", ["a"]))
+    first.start()
+    assert busy.wait(10)
+    second = threading.Thread(target=call, args=("second", ["bb"]))
+    second.start()
+    while not shared._waiting:
+        threading.Event().wait(0.01)
+    third = threading.Thread(target=call, args=("third", ["ccc"]))
+    third.start()
+    while len(shared._waiting) < 2:
+        threading.Event().wait(0.01)
+    release.set()
+    for t in (first, second, third):
+        t.join(10)
+    # the second batch (both followers) was interrupted in its leader's thread; the other
+    # follower was encoded by a third batch of its own
+    assert len(batches) == 3 and batches[1] == ["bb", "ccc"]
+    interrupted, carried = ("second", "third") if batches[2] == ["ccc"] else ("third", "second")
+    assert results[interrupted] == "KeyboardInterrupt"
+    assert results[carried] == [float(len(batches[2][0]))]
+    assert results["first"] == [1.0]
+    assert not shared._busy and not shared._waiting
+
+
+def test_writers_whose_updates_one_failed_flush_lost_reload_the_store_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = EdgeStore(tmp_path / "store", DIM)
+    store.upsert(Kind.FACTS, [_point(0)])
+    reloads = 0
+    reload = store._reload
+
+    def counted(epoch: int | None = None) -> None:
+        nonlocal reloads
+        before = store._flushes.epoch
+        reload(epoch)
+        reloads += store._flushes.epoch - before
+
+    monkeypatch.setattr(store, "_reload", counted)
+    gate = threading.Barrier(3)
+    real_flush = store._flushes.wait_durable
+
+    def failing_flush(ticket: int, flush: Callable[[], None]) -> None:
+        def broken() -> None:
+            raise OSError(5, "Input/output error")
+
+        real_flush(ticket, broken)
+
+    monkeypatch.setattr(store._flushes, "wait_durable", failing_flush)
+    errors: list[str] = []
+
+    def write(i: int) -> None:
+        try:
+            with store.together():
+                store.upsert(Kind.FACTS, [_point(i)])
+                gate.wait(10)  # all three applied before any flushes
+        except StoreUnavailable as exc:
+            errors.append(str(exc))
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in (1, 2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    monkeypatch.undo()
+    try:
+        assert len(errors) == 3  # none of them acknowledged
+        assert reloads == 1  # and the shard loaded again once for the three
+        # (what it holds now is what closing wrote: this disk did not really fail)
+        assert "f0" in {p.id for p in store.scroll(Kind.FACTS, "t", "s")}
+    finally:
+        store.close()
 
 
 class HeldSummaries(ScriptedBackend):

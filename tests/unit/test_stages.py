@@ -262,3 +262,18 @@ def coord_token(coord: Coordination) -> str:
     """The token holding the space's lock now (the drain's own, taken inside it)."""
     token = coord.locks._j.one("SELECT token FROM locks WHERE tenant='t' AND space='s'")  # type: ignore[attr-defined]
     return str(token)
+
+
+def test_a_profile_batch_never_finishes_a_head_that_was_not_committed(tmp_path: Path) -> None:
+    """The drain that committed a session reads the head again after its lock: if the head
+    has moved on meanwhile (an erasure, a failure) to a session only accepted, the profile
+    stage leaves it to its own drain rather than mark it done."""
+    ctx = make_ctx(tmp_path)
+    accepted = REC.model_copy(update={"job_id": "j1"})
+    coord = queued_head(ctx, accepted, tmp_path / "c.sqlite")
+    assert profile_stage(ctx, coord, "t", "s", "s1") == Next.DRAIN
+    assert coord.sequence.head("t", "s") == "s1"  # still waiting for its commit
+    stored = records.get_session(ctx.store, "t", "s", "s1")
+    assert stored is not None and stored.status == "accepted"
+    job = coord.jobs.get_job("t", "j1")
+    assert job is not None and job.state != "done"

@@ -119,9 +119,13 @@ def _drain(p: SpacePayload) -> None:
         # The session's profile batch runs here, in the task that committed it: a task of its
         # own cost a message, its events, an ack and the space's records read again. A
         # re-run of this drain (a budget wait, a crash) finds the session committed and
-        # comes back here.
+        # comes back here. The head is read again after the lock: the profile stage acts
+        # only on a session that is committed, whichever it finds.
         head = runtime.coordination().sequence.head(p.tenant, p.space)
-        _profile(ProfilePayload(enqueued_at=0.0, tenant=p.tenant, space=p.space, session_id=head))
+        if head is not None:  # (None would ask for an on-demand flush of the whole space)
+            _profile(
+                ProfilePayload(enqueued_at=0.0, tenant=p.tenant, space=p.space, session_id=head)
+            )
     elif step is stages.Next.DRAIN:
         _request_drain(p.tenant, p.space)
     elif step is stages.Next.BUSY:  # the holder may have died: a delayed drain, not a lane step
