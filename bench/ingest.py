@@ -8,13 +8,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
 from common.context import MemoryContext
 from common.errors import InvalidInput
 from common.memory.changes import CommitStats
 from common.memory.extract import chunks, extracted_facts
+from common.models.memory import Event
 from common.models.session import SessionInput
+from common.store.base import Kind
 
 
 @dataclass(frozen=True)
@@ -100,3 +103,26 @@ def embedding_only(
         encode(texts)
     seconds = time.perf_counter() - started
     return EmbeddingFloor(sum(len(b) for b in batches), len(batches), seconds)
+
+
+def event_sizes(store: Any, tenant: str, spaces: Sequence[str]) -> dict[str, Any]:
+    """How many facts the spaces' events hold, and how many days they span: the size
+    distribution an event bound (`memory.event_max_facts`, `event_max_span_days`) shapes."""
+    sizes: list[int] = []
+    spans: list[int] = []
+    for space in spaces:
+        for point in store.scroll(Kind.EVENTS, tenant, space):
+            event = Event.model_validate(point.payload)
+            sizes.append(len(event.fact_ids))
+            if event.time_span is not None:
+                spans.append((event.time_span.end - event.time_span.start).days)
+    if not sizes:
+        return {"events": 0}
+    return {
+        "events": len(sizes),
+        "facts_p50": float(np.percentile(sizes, 50)),
+        "facts_p90": float(np.percentile(sizes, 90)),
+        "facts_max": max(sizes),
+        "span_days_p50": float(np.percentile(spans, 50)) if spans else None,
+        "span_days_max": max(spans) if spans else None,
+    }

@@ -20,7 +20,7 @@ from typing import Any, get_args
 import numpy as np
 from tqdm import tqdm
 
-from bench.ingest import embedded_batches, embedding_only, ingest_jobs
+from bench.ingest import embedded_batches, embedding_only, event_sizes, ingest_jobs
 from bench.metrics import CATEGORIES, bleu1, f1, percentiles, recall_at_k
 from common.context import MemoryContext
 from common.errors import InvalidInput
@@ -149,6 +149,7 @@ def counts(
         **totals,
         "seconds": None if seconds is None else round(seconds, 2),
         "facts_per_s": None if not seconds else round(totals["facts"] / seconds, 2),
+        "event_sizes": event_sizes(store, tenant, [c.name for c in conversations]),
     }
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from bench.ingest import embedded_batches, embedding_only, ingest_jobs
+from bench.ingest import embedded_batches, embedding_only, event_sizes, ingest_jobs
 from bench.metrics import percentiles
 from common.context import MemoryContext
 from common.errors import InvalidInput
@@ -183,6 +183,7 @@ def run_size(
         "facts_in": spent.facts_in,
         "facts_stored": stored,
         "events": store.count(Kind.EVENTS, tenant, space),
+        "event_sizes": event_sizes(store, tenant, [space]),
         "profiles": store.count(Kind.PROFILES, tenant, space),
         "ingest_seconds": round(seconds, 2),
         "facts_per_s": round(size / seconds, 2),

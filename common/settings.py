@@ -62,6 +62,18 @@ class MemorySettings(BaseModel):
     conflict_threshold: float = 0.6
     conflict_top_k: int = 5
     event_candidate_top_k: int = 10
+    event_max_facts: int = Field(
+        default=24,
+        ge=2,
+        description="an event closes at this many facts: a fact that would join it starts a "
+        "new event instead (with the closest fact of the closed one), so an event stays an "
+        "episode and a commit's cost does not grow with the space",
+    )
+    event_max_span_days: int = Field(
+        default=30,
+        ge=0,
+        description="nor may an event span more days than this, first fact to last",
+    )
     profile_duplicate_threshold: float = 0.95
     profile_top_k: int = 8
     profile_min_score: float = 0.55

@@ -15,7 +15,7 @@ import numpy as np
 from common.context import MemoryContext
 from common.llm import usage
 from common.memory.changes import Changes, CommitStats, apply_plan
-from common.memory.events import refresh_events, route_event
+from common.memory.events import Added, merge_added, refresh_events, route_event
 from common.memory.profiles import run_profile_batch
 from common.memory.verify import place_fact
 from common.memory.version import memory_version
@@ -99,7 +99,7 @@ def commit_facts(
         stats.add_usage(extraction or {})
         stats.turns = len(record.session.turns)
         stats.facts_in = len(drafts)
-        touched: set[str] = set()
+        touched: Added = {}
         vectors = {d.id: unpack_vector(d.vector) for d in drafts if d.id not in index.facts}
         if vectors:
             index.facts.prime(np.stack(list(vectors.values())))
@@ -107,7 +107,7 @@ def commit_facts(
             for draft in drafts:
                 if draft.id not in vectors or draft.id in index.facts:
                     continue  # committed by an earlier run of this stage
-                touched |= _commit_draft(index, draft, vectors[draft.id], changes, stats)
+                merge_added(touched, _commit_draft(index, draft, vectors[draft.id], changes, stats))
         finally:
             index.facts.unprime()
         refresh_events(ctx, index, touched, changes, stats)
@@ -118,10 +118,10 @@ def commit_facts(
         vector: np.ndarray,
         changes: Changes,
         stats: CommitStats,
-    ) -> set[str]:
+    ) -> Added:
         fact = place_fact(ctx, index, _to_fact(index, record, draft), vector, changes, stats)
         if fact is None:
-            return set()
+            return {}
         index.put_fact(fact, vector)
         changes.fact(fact, vector)
         stats.facts_stored += 1

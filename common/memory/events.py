@@ -11,6 +11,7 @@ from common.memory.changes import Changes, CommitStats
 from common.memory.verify import view
 from common.models import ids
 from common.models.memory import Event, Fact, TimeRange
+from common.settings import MemorySettings
 from common.similarity import TextQuery
 from common.store.space_index import SpaceIndex
 
@@ -41,6 +42,40 @@ def _link(index: SpaceIndex, event: Event, fact: Fact, changes: Changes) -> Even
     return event
 
 
+def _has_room(settings: MemorySettings, event: Event, fact: Fact) -> bool:
+    """Whether `fact` may still join `event`: an event is an episode, so it closes once it
+    holds `event_max_facts` or would span more than `event_max_span_days`."""
+    if len(event.fact_ids) >= settings.event_max_facts:
+        return False
+    span = _span(event.time_span, fact.time.effective())
+    return (span.end - span.start).days <= settings.event_max_span_days
+
+
+def _fitting(
+    settings: MemorySettings, index: SpaceIndex, fact: Fact, others: list[str], most: int
+) -> list[str]:
+    """`fact` and, in order, those of `others` that keep a new event within its bounds (at
+    most `most` members)."""
+    span = fact.time.effective()
+    members = [fact.id]
+    for other in others:
+        if len(members) >= most:
+            break
+        wider = span.union(index.facts.get(other).time.effective())
+        if (wider.end - wider.start).days <= settings.event_max_span_days:
+            members.append(other)
+            span = wider
+    return members
+
+
+Added = dict[str, list[str]]  # event id -> the facts a commit added to it, in order
+
+
+def _note(added: Added, event_id: str, fact_ids: list[str]) -> None:
+    into = added.setdefault(event_id, [])
+    into.extend(f for f in fact_ids if f not in into)
+
+
 def route_event(
     ctx: MemoryContext,
     index: SpaceIndex,
@@ -48,8 +83,9 @@ def route_event(
     vector: np.ndarray,
     changes: Changes,
     stats: CommitStats,
-) -> set[str]:
-    """Place a stored fact into events; return the ids of the events it created or changed."""
+) -> Added:
+    """Place a stored fact into events; return the events it created or changed, each with
+    the facts it gained."""
     mask = index.facts.mask(fact.participants)
     similar = index.facts.hybrid(
         vector,
@@ -61,21 +97,32 @@ def route_event(
     )
     if not similar and ctx.settings.llm.skip_rules:
         usage.skipped("event_link")
-        return set()  # no candidate: the fact stands alone
+        return {}  # no candidate: the fact stands alone
     picked = set(
         ctx.backend.link_event(view(fact), [view(index.facts.get(s.id), s.score) for s in similar])
     )
     selected = [s.id for s in similar if s.id in picked]
     if not selected:
-        return set()  # candidates, none about the same happening: stands alone
+        return {}  # candidates, none about the same happening: stands alone
 
+    memory = ctx.settings.memory
     event_ids: list[str] = []
     for fid in selected:
         event_ids.extend(e for e in index.facts.get(fid).event_ids if e not in event_ids)
     event_ids = [e for e in event_ids if e in index.events]
+    open_ids = [e for e in event_ids if _has_room(memory, index.events.get(e), fact)]
+    loners = [fid for fid in selected if not index.facts.get(fid).event_ids]
 
-    if not event_ids:
-        # Pair: a new event from the new fact and the selected standalone facts.
+    if not open_ids:
+        # Pair: a new event from the new fact and the selected standalone facts that fit its
+        # bounds. When every event of the selected facts is closed, the new episode starts
+        # from the closest selected fact that fits (a fact may belong to several events).
+        if loners or not event_ids:
+            members = _fitting(memory, index, fact, loners, memory.event_max_facts)
+        else:
+            members = _fitting(memory, index, fact, selected, 2)
+        if len(members) < 2:
+            return {}  # nothing fits beside it: the fact stands alone
         event = Event(
             id=ids.event_id(index.tenant, index.space, fact.id),
             tenant=index.tenant,
@@ -85,22 +132,27 @@ def route_event(
             participants=[],
             keywords=list(fact.keywords),
         )
-        for member_id in [fact.id, *selected]:
+        for member_id in members:
             event = _link(index, event, index.facts.get(member_id), changes)
         index.put_event(event, vector.copy())
         stats.events_created += 1
-        return {event.id}
+        return {event.id: list(event.fact_ids)}
 
-    # Absorb: the fact joins every event of its selected facts; selected facts that stand
-    # alone join the first of those events with it.
-    loners = [fid for fid in selected if not index.facts.get(fid).event_ids]
-    for n, eid in enumerate(event_ids):
+    # Absorb: the fact joins every open event of its selected facts; selected facts that
+    # stand alone join the first of those events with it, while it has room.
+    added: Added = {}
+    for n, eid in enumerate(open_ids):
         event = _link(index, index.events.get(eid), index.facts.get(fact.id), changes)
+        joined = [fact.id]
         if n == 0:
             for fid in loners:
-                event = _link(index, event, index.facts.get(fid), changes)
+                loner = index.facts.get(fid)
+                if _has_room(memory, event, loner):
+                    event = _link(index, event, loner, changes)
+                    joined.append(fid)
         index.put_event(event, index.events.vector(eid).copy())
-    return set(event_ids)
+        _note(added, eid, joined)
+    return added
 
 
 def _mean_of(index: SpaceIndex, fact_ids: list[str]) -> np.ndarray:
@@ -110,23 +162,34 @@ def _mean_of(index: SpaceIndex, fact_ids: list[str]) -> np.ndarray:
     return (mean / norm if norm > 0 else mean).astype(np.float32)
 
 
+def merge_added(into: Added, more: Added) -> None:
+    """`more`'s additions folded into `into` (a commit's events over all its facts)."""
+    for event_id, fact_ids in more.items():
+        _note(into, event_id, fact_ids)
+
+
 def refresh_events(
     ctx: MemoryContext,
     index: SpaceIndex,
-    event_ids: set[str],
+    added: Added,
     changes: Changes,
     stats: CommitStats,
 ) -> None:
-    """Re-summarise changed events and embed the summaries that changed, in one batch."""
-    if not event_ids:
+    """Summarise the changed events again and embed the summaries that changed, in one
+    batch. An event that had a summary before this commit is revised from it: its ask
+    carries that summary with the members it covered (`sources`), so a model reads the
+    summary and only the facts added since, never every member again."""
+    if not added:
         return
-    ordered = [index.events.get(eid) for eid in sorted(event_ids)]
+    ordered = [index.events.get(eid) for eid in sorted(added)]
     asks: list[tuple[list[FactView], EventSummary | None]] = []
     for event in ordered:
         members = [view(index.facts.get(fid)) for fid in event.fact_ids if fid in index.facts]
+        gained = set(added[event.id])
+        covered = [fid for fid in event.fact_ids if fid not in gained]
         previous = None
-        if len(members) > 2:
-            previous = EventSummary(summary=event.summary, keywords=event.keywords)
+        if covered:  # an event created in this commit has no summary to revise yet
+            previous = EventSummary(summary=event.summary, keywords=event.keywords, sources=covered)
         asks.append((members, previous))
     summaries = ctx.backend.summarize_events(asks)
     events = [

@@ -199,6 +199,7 @@ def _updated_by_a_later_session(tmp_path: Path) -> tuple[MemoryContext, str]:
     """s0 says Ann lives in Boston (a profile cites it); s1 links a fact of its own to it in
     an event; s2 updates the Boston fact to Denver. Returns the context and the fact's id."""
     ctx = make_ctx(tmp_path)
+    ctx.settings.memory.event_max_span_days = 365  # its sessions are months apart
     assert isinstance(ctx.backend, ScriptedBackend)
     _commit_profiled(ctx, session_record("s0", 0, WHEN, ["Ann"]), [HOME])
     home = next(iter(ctx.index("t", "s").facts.items()))

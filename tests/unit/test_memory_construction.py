@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from common.context import MemoryContext
-from common.llm.contracts import FactUpdate, VerifyDecision
+from common.llm.contracts import EventSummary, FactUpdate, FactView, VerifyDecision
 from common.memory.changes import CommitStats
 from common.memory.commit import commit_facts
 from common.models.memory import Event, Fact, TimeRange
@@ -324,3 +324,82 @@ def test_by_default_an_event_summary_is_embedded_even_when_joined_from_facts(
     (event,) = _events(ctx)
     assert encoder.calls == 1
     assert np.allclose(ctx.index("t", "s").events.vector(event.id), unit(0, 0, 1, 0))
+
+
+def test_a_full_event_closes_and_the_next_fact_starts_an_episode_from_its_closest(
+    tmp_path: Path,
+) -> None:
+    ctx = make_ctx(tmp_path)
+    ctx.settings.memory.event_max_facts = 3
+    links = ctx.backend.links  # type: ignore[attr-defined]
+    links["Ann bought paint brushes."] = ["Ann paints landscapes."]
+    links["Ann framed a painting."] = ["Ann bought paint brushes."]
+    links["Ann sold a painting."] = ["Ann framed a painting."]
+    _seed(
+        ctx,
+        [
+            ("Ann paints landscapes.", (1, 0, 0, 0)),
+            ("Ann bought paint brushes.", (0.7, 0.7, 0, 0)),
+            ("Ann framed a painting.", (0.5, 0.5, 0.7, 0)),
+            ("Ann sold a painting.", (0.4, 0.4, 0.6, 0.5)),
+        ],
+    )
+    events = sorted(_events(ctx), key=lambda e: len(e.fact_ids))
+    assert [len(e.fact_ids) for e in events] == [2, 3]  # the first closed at three
+    facts = _facts(ctx)
+    fresh, closed = events
+    bridge, sold = facts["Ann framed a painting."], facts["Ann sold a painting."]
+    assert set(fresh.fact_ids) == {sold.id, bridge.id}
+    # the bridging fact is in both episodes
+    assert sorted(facts["Ann framed a painting."].event_ids) == sorted([fresh.id, closed.id])
+
+
+def test_an_event_never_spans_more_days_than_its_bound(tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path)
+    ctx.settings.memory.event_max_span_days = 10
+    links = ctx.backend.links  # type: ignore[attr-defined]
+    links["Ann bought paint brushes."] = ["Ann paints landscapes."]
+    links["Ann framed a painting."] = ["Ann bought paint brushes."]
+    rec = session_record("s0", 0, WHEN, ["Ann"])
+    days = [date(2024, 3, 1), date(2024, 3, 5), date(2024, 3, 12)]
+    texts = ["Ann paints landscapes.", "Ann bought paint brushes.", "Ann framed a painting."]
+    vectors = [(1, 0, 0, 0), (0.7, 0.7, 0, 0), (0.5, 0.5, 0.7, 0)]
+    drafts = [
+        draft(rec, t, unit(*v), [t.split()[1].lower()], ["Ann"], i, TimeRange(start=d, end=d))
+        for i, (t, v, d) in enumerate(zip(texts, vectors, days, strict=True))
+    ]
+    commit_facts(ctx, rec, drafts)
+    for event in _events(ctx):
+        assert event.time_span is not None
+        assert (event.time_span.end - event.time_span.start).days <= 10
+    assert len(_events(ctx)) == 2  # March 12th starts an episode with March 5th
+
+
+def test_a_revised_summary_is_asked_with_the_members_it_already_covered(tmp_path: Path) -> None:
+    ctx = make_ctx(tmp_path)
+    links = ctx.backend.links  # type: ignore[attr-defined]
+    links["Ann bought paint brushes."] = ["Ann paints landscapes."]
+    links["Ann framed a painting."] = ["Ann bought paint brushes."]
+    _seed(
+        ctx,
+        [("Ann paints landscapes.", (1, 0, 0, 0)), ("Ann bought paint brushes.", (0.7, 0.7, 0, 0))],
+    )
+    asked: list[tuple[list[str], list[str] | None]] = []
+    summarize = ctx.backend.summarize_events
+
+    def recording(
+        items: list[tuple[list[FactView], EventSummary | None]],
+    ) -> list[EventSummary]:
+        asked.extend(([f.id for f in fs], None if p is None else p.sources) for fs, p in items)
+        return summarize(items)
+
+    ctx.backend.summarize_events = recording  # type: ignore[method-assign]
+    rec = session_record("s1", 1, WHEN, ["Ann"])
+    framed = draft(rec, "Ann framed a painting.", unit(0.5, 0.5, 0.7, 0), ["framed"], ["Ann"])
+    commit_facts(ctx, rec, [framed])
+    facts = _facts(ctx)
+    ((members, covered),) = asked
+    assert covered is not None
+    earlier = {facts["Ann paints landscapes."].id, facts["Ann bought paint brushes."].id}
+    assert set(covered) == earlier
+    assert facts["Ann framed a painting."].id in members and len(members) == 3

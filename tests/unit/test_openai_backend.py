@@ -239,3 +239,21 @@ def test_batches_of_concurrent_tasks_are_each_bounded_on_their_own() -> None:
             t.join(30)
         assert not together.broken
         assert [c.error for batch in done for c in batch] == [None] * 4
+
+
+def test_a_revised_event_summary_sends_the_summary_and_only_the_facts_added_since() -> None:
+    from common.llm.contracts import EventSummary
+    from common.llm.prompts import event_summary
+    from common.models.memory import FactTime
+
+    def fact(i: int, text: str) -> FactView:
+        when = FactTime(session=datetime(2024, 3, 1, 12, 0))
+        return FactView(id=f"f{i}", text=text, participants=["Ann"], keywords=[], time=when)
+
+    members = [fact(0, "Ann paints landscapes."), fact(1, "Ann framed a painting.")]
+    first = event_summary.request(members, None, 200).messages[-1]["content"]
+    assert "Ann paints landscapes." in first and "Ann framed a painting." in first
+    previous = EventSummary(summary="Ann paints.", keywords=["paints"], sources=["f0"])
+    revised = event_summary.request(members, previous, 200).messages[-1]["content"]
+    assert "Ann paints." in revised and "Ann framed a painting." in revised
+    assert "Ann paints landscapes." not in revised  # covered by the summary already

@@ -9,7 +9,7 @@ from common.llm.prompts import Keyword, chat, numbered
 from common.llm.prompts.verify import line
 from common.llm.transport import ChatRequest
 
-VERSION = "1"
+VERSION = "2"
 STAGE = "event_summary"
 
 SYSTEM = """
@@ -25,9 +25,21 @@ class Response(BaseModel):
 
 
 def request(facts: list[FactView], previous: EventSummary | None, max_tokens: int) -> ChatRequest:
-    before = f"\nCurrent summary, to revise: {previous.summary}\n" if previous else ""
-    user = f"""
+    """`facts`: the event's members. With `previous` (the summary of the members in its
+    `sources`), only the others are sent, to be folded into it: a revision reads what was
+    added since, not the whole event again."""
+    if previous is None:
+        user = f"""
 Facts of the happening:
 {numbered([line(f) for f in facts])}
-{before}"""
+"""
+    else:
+        covered = set(previous.sources)
+        added = [f for f in facts if f.id not in covered]
+        user = f"""
+Current summary of the happening: {previous.summary}
+
+New facts of it, to fold into the summary:
+{numbered([line(f) for f in added])}
+"""
     return chat(STAGE, VERSION, SYSTEM, user, Response, max_tokens)
