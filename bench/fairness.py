@@ -205,6 +205,7 @@ def run_mode(fair: bool, args: argparse.Namespace, url: str, work: Path) -> dict
         ATOMMEM_BROKER__URL=url,
         ATOMMEM_STORE__QDRANT_PATH=str(data / "qdrant"),
         ATOMMEM_FAIR__ENABLED=str(fair).lower(),
+        ATOMMEM_BROKER__QUERY_CONCURRENCY=str(args.query_concurrency),
     )
     worker = WorkerProcess(env, data / "worker.log", QUEUES, args.concurrency, name="all")
     try:
@@ -333,6 +334,9 @@ def main() -> None:
     parser.add_argument("--flooded-queries", type=int, default=100, help="at most, flooded")
     parser.add_argument("--search-pause", type=float, default=0.25)
     parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument(
+        "--query-concurrency", type=int, default=2, help="the worker's query slots (0: off)"
+    )
     parser.add_argument("--rounds", type=int, default=2, help="each round runs off, then on")
     parser.add_argument("--modes", nargs="+", default=["off", "on"], choices=["off", "on"])
     parser.add_argument("--logs", type=Path, help="keep each run's worker log here")
@@ -340,7 +344,8 @@ def main() -> None:
     result: dict[str, Any] = {
         "command": f"python -m bench.fairness --data {args.data} --out {args.out}",
         "machine": {"cpus": os.cpu_count()},
-        "layout": f"one worker process, queues {QUEUES}, -P threads -c {args.concurrency}",
+        "layout": f"one worker process, queues {QUEUES}, -P threads -c {args.concurrency}, "
+        f"query slots {args.query_concurrency}",
         "settings": {k: str(v) for k, v in vars(args).items() if k not in ("data", "out", "logs")},
         "summary": {},
         "runs": [],

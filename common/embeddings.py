@@ -137,7 +137,8 @@ class Embedder:
         self._model.eval()  # `_encode_batch` calls the modules directly: no dropout, ever
         self._batch = settings.batch_size
         self.dimension = settings.dimension
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the shared encodes' passes, one at a time
+        self._tokenizing = threading.Lock()  # every caller of the tokenizer
         self._coalesced = _Coalesced(self._encode_all)
         measure = getattr(self._model, "get_embedding_dimension", None) or (
             self._model.get_sentence_embedding_dimension
@@ -149,10 +150,30 @@ class Embedder:
             )
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """Embeddings of `texts` as an (n, d) float32 array with unit rows."""
+        """Embeddings of `texts` as an (n, d) float32 array with unit rows. A single text (a
+        question) goes straight through the model beside whatever encode is under way:
+        joining the shared encodes would make it wait for a batch of an ingest's facts, and
+        then for the model's lock through each of the next batch's passes."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        if len(texts) == 1:
+            return self._encode_alone(texts)
         return self._coalesced.encode(texts)
+
+    def _encode_alone(self, texts: list[str]) -> np.ndarray:
+        """`_encode_batch` holding only the tokenizer's lock: a fast tokenizer refuses a
+        second caller while one is in it ("Already borrowed"); the forward pass in inference
+        mode changes nothing on the model, so passes on several threads may overlap."""
+        import torch
+        from sentence_transformers.util import batch_to_device
+
+        with self._tokenizing:
+            features = self._model.preprocess(texts)
+        with torch.inference_mode():
+            features = batch_to_device(features, self._model.device)
+            vectors = self._model.forward(features)["sentence_embedding"]
+            vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
+        return np.asarray(vectors.cpu().numpy(), dtype=np.float32)
 
     def _encode_all(self, texts: list[str]) -> np.ndarray:
         """One caller's texts as one batch; several callers' (up to a batch) sorted by
@@ -167,7 +188,7 @@ class Embedder:
                 rows = order[at : at + SLICE]
                 out[rows] = self._encode_batch([texts[i] for i in rows])
             return out
-        with self._lock:
+        with self._lock, self._tokenizing:  # (it tokenizes batch by batch inside)
             vectors = self._model.encode(
                 texts,
                 batch_size=self._batch,
@@ -185,7 +206,9 @@ class Embedder:
         from sentence_transformers.util import batch_to_device
 
         with self._lock, torch.inference_mode():
-            features = batch_to_device(self._model.preprocess(texts), self._model.device)
+            with self._tokenizing:
+                features = self._model.preprocess(texts)
+            features = batch_to_device(features, self._model.device)
             vectors = self._model.forward(features)["sentence_embedding"]
             vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
         return np.asarray(vectors.cpu().numpy(), dtype=np.float32)

@@ -189,6 +189,13 @@ class BrokerSettings(BaseModel):
     unacked_restore_interval: float = 10.0
     polling_interval: float = 0.01
     worker_concurrency: int = 2
+    query_concurrency: int = Field(
+        default=0,
+        ge=0,
+        description="threads answering questions on their own consumer in a worker that "
+        "consumes `query` beside other queues, so no question waits behind a commit "
+        "(workers/query_slots.py); 0 (the default): questions share the main pool",
+    )
     lock_ttl_ms: int = Field(
         default=30_000,
         ge=3000,

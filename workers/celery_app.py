@@ -19,10 +19,12 @@ import workers.metrics  # connects the task metrics to the signals, serves the p
 import workers.telemetry  # noqa: F401 - connects traces and JSON logs to the signals
 from common.celery_config import celery_config
 from workers import probe, runtime
+from workers.query_slots import QuerySlots
 
 app = Celery(
     "atommem", include=["workers.tasks.pipeline", "workers.tasks.query", "workers.tasks.admin"]
 )
+app.steps["worker"].add(QuerySlots)
 
 
 @app.on_configure.connect

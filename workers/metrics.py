@@ -131,6 +131,8 @@ def _size_on_disk(path: Path) -> int:
 def _worker_starting(sender: Any = None, **_: Any) -> None:
     """In the main process, before the pool forks: note the pool, and clear a previous
     run's samples from the multiprocess directory."""
+    if getattr(sender, "inner", False):
+        return  # the query consumer inside the worker (workers.query_slots), not its pool
     _STATE.worker = sender
     directory = metrics.multiprocess_dir()
     if directory is not None:

@@ -50,6 +50,47 @@ def test_more_than_a_batch_still_goes_through_sentence_transformers(embedder: Em
     np.testing.assert_allclose(vectors[-1], embedder.encode([texts[-1]])[0], atol=1e-5)
 
 
+def test_a_question_is_encoded_while_an_ingest_batch_holds_the_model(embedder: Embedder) -> None:
+    """A single text does not queue behind the shared encodes: with a batch's pass under
+    way (the model's lock held), it is encoded beside it, and equals the batched vector."""
+    question = "When did Caroline go to the support group?"
+    expected = embedder.encode([question, "and a second text, so that it is batched"])[0]
+    done: list[np.ndarray] = []
+    with embedder._lock:  # what a leader's pass of the shared encodes holds
+        asking = threading.Thread(target=lambda: done.append(embedder.encode([question])))
+        asking.start()
+        asking.join(30)
+        assert done, "the question waited for the batch"
+    np.testing.assert_allclose(done[0][0], expected, atol=1e-5)
+
+
+def test_questions_and_batches_on_many_threads_all_get_their_vectors(embedder: Embedder) -> None:
+    """The tokenizer is shared and refuses a second caller inside it: every path takes its
+    lock, so concurrent questions and batches never fail."""
+    texts = [f"Melanie painted a lake on day {i} of the summer" for i in range(12)]
+    expected = embedder._model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    failures: list[BaseException] = []
+    results: dict[int, np.ndarray] = {}
+
+    def run(i: int) -> None:
+        try:
+            batch = texts if i % 3 == 0 else [texts[i]]
+            for _ in range(5):
+                out = embedder.encode(batch)
+            results[i] = out[i] if i % 3 == 0 else out[0]
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            failures.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not failures
+    for i, vector in results.items():
+        np.testing.assert_allclose(vector, expected[i], atol=1e-5)
+
+
 def test_embedded_config_names_the_waking_classes() -> None:
     conf = embedded_config()
     assert conf["broker_transport"].endswith(":EmbeddedTransport")
