@@ -18,6 +18,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from common.models.memory import Event, Fact, Profile, TimeRange
+from common.postings import Posting
 from common.settings import SimilaritySettings
 from common.similarity import TextQuery, hybrid_many
 from common.store.base import Kind, Store
@@ -58,8 +59,8 @@ class KindIndex(Generic[R]):
         self.alive = np.zeros(64, dtype=bool)
         self._kw: list[frozenset[str]] = []
         self._kw_len = np.zeros(64, dtype=np.float32)
-        self.kw_postings: dict[str, set[int]] = {}
-        self.people_postings: dict[str, set[int]] = {}
+        self.kw_postings: dict[str, Posting] = {}
+        self.people_postings: dict[str, Posting] = {}
         self.lexicon = Bm25()
         # the last query's lexical scores, while nothing changed: the recall stages of one
         # question read them several times
@@ -135,9 +136,12 @@ class KindIndex(Generic[R]):
         keywords: Collection[str],
         text: str,
     ) -> None:
-        """Add or replace a row; `text` and `keywords` are what BM25 indexes for it."""
+        """Add or replace a row; `text` and `keywords` are what BM25 indexes for it. A
+        replaced row touches only the postings whose keys it gains or loses."""
         self.mutations += 1
         row = self.rows.get(item_id)
+        old_kws: frozenset[str] = frozenset()
+        old_people: set[str] = set()
         if row is None:
             if len(self.ids) == self._matrix.shape[0]:
                 self._grow()
@@ -148,7 +152,8 @@ class KindIndex(Generic[R]):
             self._kw.append(frozenset())
         else:
             if self.alive[row]:
-                self._unindex(row)
+                old_kws = self._kw[row]
+                old_people = set(self._people(self.records[row]))
             self.records[row] = record
             if self._primed is not None and row < self._primed[0]:
                 self._rewritten.add(row)
@@ -160,11 +165,16 @@ class KindIndex(Generic[R]):
         kws = match_keys(keywords)
         self._kw[row] = kws
         self._kw_len[row] = len(kws)
-        for kw in kws:
-            self.kw_postings.setdefault(kw, set()).add(row)
+        for kw in old_kws - kws:
+            _discard(self.kw_postings, kw, row)
+        for kw in kws - old_kws:
+            self.kw_postings.setdefault(kw, Posting()).put(row)
         self.lexicon.set(row, document_terms(text, keywords))
-        for person in self._people(record):
-            self.people_postings.setdefault(person, set()).add(row)
+        people = set(self._people(record))
+        for person in old_people - people:
+            _discard(self.people_postings, person, row)
+        for person in people - old_people:
+            self.people_postings.setdefault(person, Posting()).put(row)
         self._lexical_memo = None
         self.mutations += 1
 
@@ -228,9 +238,10 @@ class KindIndex(Generic[R]):
             return alive
         hit = np.zeros(n, dtype=bool)
         for person in people:
-            rows = self.people_postings.get(person)
-            if rows:
-                hit[list(rows)] = True
+            posting = self.people_postings.get(person)
+            if posting:
+                rows = posting.arrays()[0]
+                hit[rows[rows < n]] = True
         return alive & hit
 
     def time_compatible(self, mask: np.ndarray, span: TimeRange | None) -> np.ndarray:
@@ -249,9 +260,10 @@ class KindIndex(Generic[R]):
         inter = np.zeros(n, dtype=np.float32)
         query = match_keys(keywords)
         for kw in query:
-            rows = self.kw_postings.get(kw)
-            if rows:
-                inter[list(rows)] += 1.0
+            posting = self.kw_postings.get(kw)
+            if posting:
+                rows = posting.arrays()[0]
+                inter[rows[rows < n]] += 1.0
         union = self._kw_len[:n] + len(query) - inter
         share: np.ndarray = np.divide(
             inter, union, out=np.zeros(n, dtype=np.float32), where=union > 0
@@ -313,12 +325,12 @@ class KindIndex(Generic[R]):
         ]
 
 
-def _discard(postings: dict[str, set[int]], key: str, row: int) -> None:
+def _discard(postings: dict[str, Posting], key: str, row: int) -> None:
     """`row` out of `key`'s posting, and the key out of the postings once nothing holds it
     (an erased record's keywords and names do not outlive it)."""
     rows = postings.get(key)
     if rows is not None:
-        rows.discard(row)
+        rows.drop(row)
         if not rows:
             del postings[key]
 

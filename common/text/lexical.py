@@ -31,6 +31,7 @@ from collections.abc import Collection, Iterable
 
 import numpy as np
 
+from common.postings import Posting
 from common.text.keywords import STOPWORDS, match_key
 
 
@@ -101,19 +102,9 @@ class Bm25:
 
     def __init__(self) -> None:
         self._docs: dict[int, Counter[str]] = {}
-        self._postings: dict[str, dict[int, int]] = {}
+        self._postings: dict[str, Posting] = {}  # term -> rows, weighted by term frequency
         self._length = np.zeros(64, dtype=np.float32)
         self._total = 0
-        # (rows, term frequencies) of a term as arrays, dropped when the term's rows change
-        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        # Moves on every change: arrays built while one happened (another thread) are not kept
-        self._version = 0
-
-    def __getstate__(self) -> dict[str, object]:
-        """A saved index (common/store/snapshots.py) keeps the postings, not the cache."""
-        state = dict(self.__dict__)
-        state["_arrays"] = {}
-        return state
 
     @property
     def documents(self) -> int:
@@ -132,53 +123,46 @@ class Bm25:
 
     def set(self, row: int, counts: Counter[str]) -> None:
         """Index `row` with these term frequencies, replacing what it held. A row without
-        terms is not a document: it moves neither N nor the average length."""
-        self.clear(row)
-        if not counts:
+        terms is not a document: it moves neither N nor the average length. Only the terms
+        whose frequency changed touch their postings (a record rewritten with the same text,
+        as a fact gaining an event is, touches none)."""
+        old = self._docs.get(row)
+        if old == counts:
             return
-        self._version += 1
+        if not counts:
+            self.clear(row)
+            return
         if row >= self._length.size:
             grown = np.zeros(max(self._length.size * 2, row + 1), dtype=np.float32)
             grown[: self._length.size] = self._length
             self._length = grown
+        old = old or Counter()
+        for term in old.keys() - counts.keys():
+            self._drop(term, row)
+        for term, tf in counts.items():
+            if old.get(term) != tf:
+                self._postings.setdefault(term, Posting()).put(row, tf)
         self._docs[row] = counts
         length = sum(counts.values())
+        self._total += length - int(self._length[row])
         self._length[row] = length
-        self._total += length
-        for term, tf in counts.items():
-            self._postings.setdefault(term, {})[row] = tf
-            self._arrays.pop(term, None)
 
     def clear(self, row: int) -> None:
         """Take `row` out (an erased or replaced record)."""
         counts = self._docs.pop(row, None)
         if counts is None:
             return
-        self._version += 1
         self._total -= int(self._length[row])
         self._length[row] = 0
         for term in counts:
-            posting = self._postings.get(term)
-            if posting is not None:
-                posting.pop(row, None)
-                if not posting:
-                    del self._postings[term]
-            self._arrays.pop(term, None)
+            self._drop(term, row)
 
-    def _posting(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
-        cached = self._arrays.get(term)
-        if cached is None:
-            version = self._version
-            posting = self._postings.get(term)
+    def _drop(self, term: str, row: int) -> None:
+        posting = self._postings.get(term)
+        if posting is not None:
+            posting.drop(row)
             if not posting:
-                return None
-            pairs = list(posting.items())  # one read of the posting
-            rows = np.fromiter((r for r, _ in pairs), dtype=np.int64, count=len(pairs))
-            tfs = np.fromiter((t for _, t in pairs), dtype=np.float32, count=len(pairs))
-            cached = (rows, tfs)
-            if self._version == version:
-                self._arrays[term] = cached
-        return cached
+                del self._postings[term]
 
     def scores(self, query: Collection[str], n: int, k1: float, b: float) -> np.ndarray:
         """BM25(query, row) for rows 0..n-1 (0 for rows not indexed)."""
@@ -186,14 +170,16 @@ class Bm25:
         avgdl = self.average_length
         if not query or not self._docs or avgdl <= 0:
             return out
+        length = self._length
         for term in query:
-            found = self._posting(term)
-            if found is None:
+            posting = self._postings.get(term)
+            if posting is None:
                 continue
-            rows, tf = found
-            keep = rows < n
-            rows, tf = rows[keep], tf[keep]
-            norm = k1 * (1.0 - b + b * self._length[rows] / avgdl)
+            rows, tf = posting.arrays()
+            if rows.size and rows.max() >= n:  # rows added after this reader's n
+                keep = rows < n
+                rows, tf = rows[keep], tf[keep]
+            norm = k1 * (1.0 - b + b * length[rows] / avgdl)
             out[rows] += self.idf(term) * tf * (k1 + 1.0) / (tf + norm)
         return out
 
