@@ -12,7 +12,6 @@ from pydantic import BaseModel
 from common.errors import Conflict, NotFound, SessionConflict, raise_failure
 from common.models import ids
 from common.models.jobs import (
-    FINISHED,
     AcceptPayload,
     AdminOp,
     AdminPayload,
@@ -210,10 +209,9 @@ class Producer:
         while pending:
             # one read a round, however many jobs: a wait on a thousand jobs polled each on
             # its own took a core from the workers it waited for
-            for job_id, job in self._jobs.get_jobs(tenant, sorted(pending)).items():
-                if job.state in FINISHED:
-                    finished[job_id] = job
-                    pending.discard(job_id)
+            for job_id, job in self._jobs.finished_jobs(tenant, sorted(pending)).items():
+                finished[job_id] = job
+                pending.discard(job_id)
             if on_progress:
                 on_progress(len(finished))
             if not pending:

@@ -192,15 +192,19 @@ def test_versions_and_jobs_survive_a_reopen(opener: Opener, tenant: str) -> None
     assert again.jobs.update_job(tenant, "missing", state="done") is None
 
 
-def test_jobs_are_read_many_at_once_leaving_out_the_missing(opener: Opener, tenant: str) -> None:
+def test_finished_jobs_are_read_many_at_once(opener: Opener, tenant: str) -> None:
     c = opener()
-    ids = [f"j{i}" for i in range(1203)]  # more than one MGET's worth
+    ids = [f"j{i}" for i in range(1203)]  # more than one MGET's (and SQLite IN's) worth
     for job_id in ids[:1200]:
         c.jobs.put_job(_job(tenant, job_id), "{}")
-    found = c.jobs.get_jobs(tenant, ids)
-    assert sorted(found) == sorted(ids[:1200])
-    assert all(found[j].job_id == j and found[j].tenant == tenant for j in found)
-    assert c.jobs.get_jobs(tenant, []) == {}
+    assert c.jobs.finished_jobs(tenant, ids) == {}  # all still open
+    ended = ids[::7]
+    for n, job_id in enumerate(ended):
+        c.jobs.update_job(tenant, job_id, state="done" if n % 2 else "failed", reason="x")
+    found = c.jobs.finished_jobs(tenant, ids)
+    assert sorted(found) == sorted(j for j in ended if j in ids[:1200])
+    assert all(found[j].job_id == j and found[j].state in ("done", "failed") for j in found)
+    assert c.jobs.finished_jobs(tenant, []) == {}
 
 
 def test_a_deleted_job_and_a_forgotten_version_are_gone(opener: Opener, tenant: str) -> None:
