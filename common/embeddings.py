@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,10 +43,30 @@ def packaged_model_path() -> Path:
 class _Ask:
     """One caller's texts, and their vectors (or what went wrong) once encoded."""
 
-    def __init__(self, texts: list[str]) -> None:
+    def __init__(self, texts: list[str], first: bool) -> None:
         self.texts = texts
+        self.first = first
         self.vectors: np.ndarray | None = None
         self.error: BaseException | None = None
+
+    @property
+    def answered(self) -> bool:
+        return self.vectors is not None or self.error is not None
+
+
+# Set while a space's commit runs (`ahead`): its encodes are the pipeline's critical path (a
+# space commits one session at a time), where extraction's run ahead of it and can wait.
+_FIRST: ContextVar[bool] = ContextVar("atommem_encode_first", default=False)
+
+
+@contextmanager
+def ahead() -> Iterator[None]:
+    """Encodes made inside go before any waiting encode made outside."""
+    token = _FIRST.set(True)
+    try:
+        yield
+    finally:
+        _FIRST.reset(token)
 
 
 class _Coalesced:
@@ -52,7 +74,10 @@ class _Coalesced:
     text waiting (its own and those that arrived while the model was busy) into one encode,
     and hands each caller its rows. Extract threads each embed a chunk of about ten facts;
     one encode of all their facts, sorted by length, is about twice as fast on a CPU as ten
-    padded batches (bench.queue_throughput), and a lone caller waits for nobody."""
+    padded batches (bench.queue_throughput), and a lone caller waits for nobody.
+
+    Asks made `ahead` go first: while one waits, the next encode takes only those, so a
+    commit waits for the encode under way at most, never for a backlog of extraction's."""
 
     def __init__(self, encode: Callable[[list[str]], np.ndarray]) -> None:
         self._encode = encode
@@ -61,32 +86,42 @@ class _Coalesced:
         self._busy = False
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        ask = _Ask(texts)
-        batch: list[_Ask] = []
-        lead = False
+        ask = _Ask(texts, _FIRST.get())
         try:
             with self._cond:
                 self._waiting.append(ask)
-                while self._busy and ask.vectors is None and ask.error is None:
-                    self._cond.wait()
-                if ask.vectors is None and ask.error is None:  # the model is free: lead
-                    lead = True
-                    self._busy = True
-                    batch, self._waiting = self._waiting, []
-            if lead:
-                self._run(batch)
+            while not ask.answered:
+                batch = self._take(ask)
+                if batch:
+                    try:
+                        self._run(batch)
+                    finally:
+                        self._free(batch)
         except BaseException:
             with self._cond:  # interrupted waiting: nobody is to encode it any more
                 if ask in self._waiting:
                     self._waiting.remove(ask)
             raise
-        finally:
-            if lead:
-                self._free(batch, ask)
         if ask.error is not None:
             raise ask.error
         assert ask.vectors is not None
         return ask.vectors
+
+    def _take(self, ask: _Ask) -> list[_Ask]:
+        """Wait until `ask` is answered or the model is free; then lead the next encode (the
+        asks made `ahead` when any wait, else every ask waiting), which may not hold `ask`."""
+        with self._cond:
+            while self._busy and not ask.answered:
+                self._cond.wait()
+            if ask.answered or ask not in self._waiting:
+                return []
+            self._busy = True
+            if any(a.first for a in self._waiting):
+                batch = [a for a in self._waiting if a.first]
+                self._waiting = [a for a in self._waiting if not a.first]
+            else:
+                batch, self._waiting = self._waiting, []
+            return batch
 
     def _run(self, batch: list[_Ask]) -> None:
         try:
@@ -100,12 +135,12 @@ class _Coalesced:
             a.vectors = vectors[at : at + len(a.texts)]
             at += len(a.texts)
 
-    def _free(self, batch: list[_Ask], own: _Ask) -> None:
-        """The leader is done: the model is free again. The others' texts it took and did
-        not encode (it was interrupted: a time limit, Ctrl-C) wait for the next leader."""
+    def _free(self, batch: list[_Ask]) -> None:
+        """The leader is done: the model is free again. The asks it took and did not encode
+        (it was interrupted: a time limit, Ctrl-C) wait for the next leader."""
         with self._cond:
             self._busy = False
-            undone = [a for a in batch if a is not own and a.vectors is None and a.error is None]
+            undone = [a for a in batch if not a.answered]
             self._waiting = undone + self._waiting
             self._cond.notify_all()
 

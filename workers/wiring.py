@@ -112,10 +112,21 @@ def make_backend(settings: Settings) -> LLMBackend:
     return model
 
 
+def _one_blas_thread() -> None:
+    """numpy's BLAS on one thread in this process. Its products here are matrix-vector or
+    thin matrix-matrix, bound by memory (a 100k-row scan: 5.4 ms on one thread, 4.5 on two),
+    while a second OpenBLAS thread spins between calls on the core the embedding model's
+    threads need: ingest on 2 cores went 76.8/79.6 -> 87.0/84.9 facts/s in one A/B run."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
+
+
 def build_context(settings: Settings | None = None) -> MemoryContext:
     """A memory context with its own store, the process's embedder and the configured backend."""
     settings = settings or get_settings()
     graph = settings.graph
+    _one_blas_thread()
 
     def build_graph(index: SpaceIndex) -> None:
         """Saved indexes carry the recall graph's channels (see MemoryContext.before_save)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.embeddings import _Coalesced
+from common.embeddings import _Coalesced, ahead
 from common.llm.contracts import EventSummary, FactView
 from common.memory.commit import commit_facts
 from common.settings import Settings
@@ -311,6 +311,50 @@ def test_followers_of_an_interrupted_leader_are_encoded_by_the_next_one() -> Non
     assert results[interrupted] == "KeyboardInterrupt"
     assert results[carried] == [float(len(batches[2][0]))]
     assert results["first"] == [1.0]
+    assert not shared._busy and not shared._waiting
+
+
+def test_a_commits_encode_goes_before_the_waiting_extraction() -> None:
+    """Asks made `ahead` (a space's commit) take the model first when it frees: they wait
+    for the encode under way, not for a backlog of extract chunks queued before them."""
+    batches: list[list[str]] = []
+    busy, release = threading.Event(), threading.Event()
+
+    def encode(texts: list[str]) -> np.ndarray:
+        batches.append(list(texts))
+        if len(batches) == 1:
+            busy.set()
+            release.wait(10)
+        return np.array([[float(len(t))] for t in texts], dtype=np.float32)
+
+    shared = _Coalesced(encode)
+    results: dict[str, list[float]] = {}
+
+    def call(name: str, texts: list[str], first: bool = False) -> None:
+        if first:
+            with ahead():
+                results[name] = shared.encode(texts)[:, 0].tolist()
+        else:
+            results[name] = shared.encode(texts)[:, 0].tolist()
+
+    threads = [threading.Thread(target=call, args=("running", ["a"]))]
+    threads[0].start()
+    assert busy.wait(10)
+    for name, texts, first in (
+        ("chunk1", ["bb", "bb"], False),
+        ("commit", ["cccc"], True),
+        ("chunk2", ["ddd"], False),
+    ):
+        threads.append(threading.Thread(target=call, args=(name, texts, first)))
+        threads[-1].start()
+        while not any(a.texts == texts for a in shared._waiting):
+            threading.Event().wait(0.01)
+    release.set()
+    for t in threads:
+        t.join(10)
+    # the commit's text alone next, then the extraction's together
+    assert batches[1] == ["cccc"] and sorted(batches[2]) == ["bb", "bb", "ddd"]
+    assert results == {"running": [1.0], "chunk1": [2.0, 2.0], "commit": [4.0], "chunk2": [3.0]}
     assert not shared._busy and not shared._waiting
 
 
