@@ -70,6 +70,15 @@ class MemoryContext:
             self.indexes.put(index)
         return index
 
+    def held_index(self, tenant: str, space: str) -> SpaceIndex | None:
+        """The space's index if this process holds it up to date; never reads the store."""
+        index = self.indexes.get(tenant, space)
+        if index is None:
+            return None
+        if self.versions is not None and index.version != self.versions.version(tenant, space):
+            return None
+        return index
+
     @contextmanager
     def changing(self, tenant: str, space: str) -> Iterator[None]:
         """Around a stage or an erasure, which changes the space's index before its writes

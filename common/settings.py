@@ -78,6 +78,13 @@ class MemorySettings(BaseModel):
     profile_top_k: int = 8
     profile_min_score: float = 0.55
     max_keywords: int = 5
+    event_refresh_batch: int = Field(
+        default=64,
+        ge=1,
+        description="events whose summaries may lag their facts while a space's next "
+        "session is ready to commit: a commit leaves its events' summaries to a later one "
+        "until this many lag, then revises and embeds them in one batch (1: every commit)",
+    )
     event_vectors: Literal["summary", "members"] = Field(
         default="summary",
         description="an event's vector: its summary embedded (the paper), or, for a summary "

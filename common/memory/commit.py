@@ -12,10 +12,11 @@ from collections.abc import Callable
 
 import numpy as np
 
+from common import embeddings
 from common.context import MemoryContext
 from common.llm import usage
 from common.memory.changes import Changes, CommitStats, apply_plan
-from common.memory.events import Added, merge_added, refresh_events, route_event
+from common.memory.events import refresh_events, route_event, settle_events
 from common.memory.profiles import run_profile_batch
 from common.memory.verify import place_fact
 from common.memory.version import memory_version
@@ -64,7 +65,7 @@ def _run_stage(
     # The in-memory index may hold half a stage if it fails: `changing` drops it then (it is
     # reloaded from the store next time), and no saved copy is taken while it runs.
     with ctx.changing(record.tenant, record.space):
-        with usage.metered() as used:
+        with usage.metered() as used, embeddings.ahead():
             build(index, changes, stats)
         stats.add_usage(used.as_counts())
         merged = dict(record.stats)
@@ -90,16 +91,18 @@ def commit_facts(
     drafts: list[DraftFact],
     extraction: dict[str, int] | None = None,
     guard: Callable[[], None] | None = None,
+    defer_events: bool = False,
 ) -> CommitStats:
     """Verify each draft against the space, store it, and route it into events.
     `extraction` is what extracting the drafts cost (model calls and tokens), so the
-    session's counts cover every stage."""
+    session's counts cover every stage. `defer_events`: the space's next session is ready
+    behind this one, so the events' summaries may wait for it (`settle_events`)."""
 
     def build(index: SpaceIndex, changes: Changes, stats: CommitStats) -> None:
         stats.add_usage(extraction or {})
         stats.turns = len(record.session.turns)
         stats.facts_in = len(drafts)
-        touched: Added = {}
+        touched: set[str] = set()
         vectors = {d.id: unpack_vector(d.vector) for d in drafts if d.id not in index.facts}
         if vectors:
             index.facts.prime(np.stack(list(vectors.values())))
@@ -107,10 +110,10 @@ def commit_facts(
             for draft in drafts:
                 if draft.id not in vectors or draft.id in index.facts:
                     continue  # committed by an earlier run of this stage
-                merge_added(touched, _commit_draft(index, draft, vectors[draft.id], changes, stats))
+                touched |= _commit_draft(index, draft, vectors[draft.id], changes, stats)
         finally:
             index.facts.unprime()
-        refresh_events(ctx, index, touched, changes, stats)
+        settle_events(ctx, index, touched, changes, stats, defer_events)
 
     def _commit_draft(
         index: SpaceIndex,
@@ -118,10 +121,10 @@ def commit_facts(
         vector: np.ndarray,
         changes: Changes,
         stats: CommitStats,
-    ) -> Added:
+    ) -> set[str]:
         fact = place_fact(ctx, index, _to_fact(index, record, draft), vector, changes, stats)
         if fact is None:
-            return {}
+            return set()
         index.put_fact(fact, vector)
         changes.fact(fact, vector)
         stats.facts_stored += 1
@@ -170,3 +173,20 @@ def profile_flush(ctx: MemoryContext, tenant: str, space: str) -> CommitStats:
         apply_plan(ctx.store, Plan(points=points))
     ctx.committed(index)
     return stats
+
+
+def settle_lagging(ctx: MemoryContext, tenant: str, space: str) -> bool:
+    """Revise the summaries that a commit left lagging for a next session that then never
+    committed (it failed or was erased), in one write, when this process holds the space's
+    index up to date (a space that is not held is settled by its next commit). True when
+    something was written."""
+    index = ctx.held_index(tenant, space)
+    if index is None or not index.stale_events():
+        return False
+    changes = Changes(version=memory_version(ctx.settings))
+    with ctx.changing(tenant, space):
+        with usage.metered(), embeddings.ahead():
+            refresh_events(ctx, index, index.stale_events(), changes, CommitStats())
+        apply_plan(ctx.store, changes.plan())
+    ctx.committed(index)
+    return True

@@ -120,9 +120,9 @@ def _erase_facts(
     facts_gone = [f for f in fact_ids if f in index.facts]
     ctx.store.delete(Kind.FACTS, index.tenant, index.space, facts_gone)
     for fid in facts_gone:
-        index.facts.remove(fid)
+        index.remove_fact(fid)
     for eid in events_gone:
-        index.events.remove(eid)
+        index.remove_event(eid)
     for pid in profiles_gone:
         index.profiles.remove(pid)
     report.facts_deleted += sorted(fact_ids)
@@ -179,7 +179,11 @@ def _rewrite_events(
         vectors = ctx.embedder.encode([s.summary for s in summaries])
         for event, summary, vector in zip(rewrite, summaries, vectors, strict=True):
             event = event.model_copy(
-                update={"summary": summary.summary, "keywords": summary.keywords}
+                update={
+                    "summary": summary.summary,
+                    "keywords": summary.keywords,
+                    "summarized": None,
+                }
             )
             index.put_event(event, vector)
             changes.event(event, vector)

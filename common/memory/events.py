@@ -25,13 +25,16 @@ def _merged(names: list[str], more: list[str]) -> list[str]:
 
 
 def _link(index: SpaceIndex, event: Event, fact: Fact, changes: Changes) -> Event:
-    """Add `fact` to `event` and the event to the fact, in the index and the change set."""
+    """Add `fact` to `event` and the event to the fact, in the index and the change set.
+    The event's summary now lags its facts (`Event.summarized`) until `refresh_events`."""
     if fact.id not in event.fact_ids:
+        covered = len(event.fact_ids) if event.summarized is None else event.summarized
         event = event.model_copy(
             update={
                 "fact_ids": [*event.fact_ids, fact.id],
                 "participants": _merged(event.participants, fact.participants),
                 "time_span": _span(event.time_span, fact.time.effective()),
+                "summarized": covered,
             }
         )
     if event.id not in fact.event_ids:
@@ -68,14 +71,6 @@ def _fitting(
     return members
 
 
-Added = dict[str, list[str]]  # event id -> the facts a commit added to it, in order
-
-
-def _note(added: Added, event_id: str, fact_ids: list[str]) -> None:
-    into = added.setdefault(event_id, [])
-    into.extend(f for f in fact_ids if f not in into)
-
-
 def route_event(
     ctx: MemoryContext,
     index: SpaceIndex,
@@ -83,9 +78,9 @@ def route_event(
     vector: np.ndarray,
     changes: Changes,
     stats: CommitStats,
-) -> Added:
-    """Place a stored fact into events; return the events it created or changed, each with
-    the facts it gained."""
+) -> set[str]:
+    """Place a stored fact into events; return the ids of the events it created or joined
+    (their summaries now lag their facts)."""
     mask = index.facts.mask(fact.participants)
     similar = index.facts.hybrid(
         vector,
@@ -97,13 +92,13 @@ def route_event(
     )
     if not similar and ctx.settings.llm.skip_rules:
         usage.skipped("event_link")
-        return {}  # no candidate: the fact stands alone
+        return set()  # no candidate: the fact stands alone
     picked = set(
         ctx.backend.link_event(view(fact), [view(index.facts.get(s.id), s.score) for s in similar])
     )
     selected = [s.id for s in similar if s.id in picked]
     if not selected:
-        return {}  # candidates, none about the same happening: stands alone
+        return set()  # candidates, none about the same happening: stands alone
 
     memory = ctx.settings.memory
     event_ids: list[str] = []
@@ -122,8 +117,8 @@ def route_event(
         else:
             members = _fitting(memory, index, fact, selected, 2)
         if len(members) < 2:
-            return {}  # nothing fits beside it: the fact stands alone
-        event = Event(
+            return set()  # nothing fits beside it: the fact stands alone
+        event = Event(  # its summary and vector stand in until the first refresh
             id=ids.event_id(index.tenant, index.space, fact.id),
             tenant=index.tenant,
             space=index.space,
@@ -131,28 +126,25 @@ def route_event(
             fact_ids=[],
             participants=[],
             keywords=list(fact.keywords),
+            summarized=0,
         )
         for member_id in members:
             event = _link(index, event, index.facts.get(member_id), changes)
         index.put_event(event, vector.copy())
         stats.events_created += 1
-        return {event.id: list(event.fact_ids)}
+        return {event.id}
 
     # Absorb: the fact joins every open event of its selected facts; selected facts that
     # stand alone join the first of those events with it, while it has room.
-    added: Added = {}
     for n, eid in enumerate(open_ids):
         event = _link(index, index.events.get(eid), index.facts.get(fact.id), changes)
-        joined = [fact.id]
         if n == 0:
             for fid in loners:
                 loner = index.facts.get(fid)
                 if _has_room(memory, event, loner):
                     event = _link(index, event, loner, changes)
-                    joined.append(fid)
         index.put_event(event, index.events.vector(eid).copy())
-        _note(added, eid, joined)
-    return added
+    return set(open_ids)
 
 
 def _mean_of(index: SpaceIndex, fact_ids: list[str]) -> np.ndarray:
@@ -162,38 +154,59 @@ def _mean_of(index: SpaceIndex, fact_ids: list[str]) -> np.ndarray:
     return (mean / norm if norm > 0 else mean).astype(np.float32)
 
 
-def merge_added(into: Added, more: Added) -> None:
-    """`more`'s additions folded into `into` (a commit's events over all its facts)."""
-    for event_id, fact_ids in more.items():
-        _note(into, event_id, fact_ids)
+def settle_events(
+    ctx: MemoryContext,
+    index: SpaceIndex,
+    touched: set[str],
+    changes: Changes,
+    stats: CommitStats,
+    defer: bool = False,
+) -> None:
+    """The events a commit `touched` into its change set, with their summaries brought up
+    to date together with every other event whose summary lags (`refresh_events`) — unless
+    `defer` (the space's next session is ready to commit) and fewer than
+    `memory.event_refresh_batch` events lag: then they are written as they stand, and a
+    later commit revises them in one batch with what it adds (an event that several
+    sessions in a row join is summarised and embedded once)."""
+    stale = index.stale_events()
+    if defer and len(stale) < ctx.settings.memory.event_refresh_batch:
+        for eid in sorted(touched):
+            changes.event(index.events.get(eid), index.events.vector(eid).copy())
+        return
+    refresh_events(ctx, index, stale, changes, stats)
+    for eid in sorted(touched - set(stale)):  # joined, with nothing new to summarise
+        changes.event(index.events.get(eid), index.events.vector(eid).copy())
 
 
 def refresh_events(
     ctx: MemoryContext,
     index: SpaceIndex,
-    added: Added,
+    event_ids: list[str],
     changes: Changes,
     stats: CommitStats,
 ) -> None:
-    """Summarise the changed events again and embed the summaries that changed, in one
-    batch. An event that had a summary before this commit is revised from it: its ask
-    carries that summary with the members it covered (`sources`), so a model reads the
-    summary and only the facts added since, never every member again."""
-    if not added:
+    """Summarise the events again and embed the summaries that changed, in one batch. An
+    event with a summary is revised from it: its ask carries that summary with the members
+    it covered (`sources`), so a model reads the summary and only the facts added since,
+    never every member again."""
+    if not event_ids:
         return
-    ordered = [index.events.get(eid) for eid in sorted(added)]
+    ordered = [index.events.get(eid) for eid in sorted(event_ids)]
     asks: list[tuple[list[FactView], EventSummary | None]] = []
     for event in ordered:
         members = [view(index.facts.get(fid)) for fid in event.fact_ids if fid in index.facts]
-        gained = set(added[event.id])
-        covered = [fid for fid in event.fact_ids if fid not in gained]
+        covered = event.fact_ids if event.summarized is None else event.fact_ids[: event.summarized]
         previous = None
-        if covered:  # an event created in this commit has no summary to revise yet
-            previous = EventSummary(summary=event.summary, keywords=event.keywords, sources=covered)
+        if covered:  # a new event's summary only stands in: nothing to revise yet
+            previous = EventSummary(
+                summary=event.summary, keywords=event.keywords, sources=list(covered)
+            )
         asks.append((members, previous))
     summaries = ctx.backend.summarize_events(asks)
     events = [
-        event.model_copy(update={"summary": summary.summary, "keywords": summary.keywords})
+        event.model_copy(
+            update={"summary": summary.summary, "keywords": summary.keywords, "summarized": None}
+        )
         for event, summary in zip(ordered, summaries, strict=True)
     ]
     # An unchanged summary keeps its vector. With `memory.event_vectors=members`, one joined

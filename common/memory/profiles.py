@@ -94,14 +94,22 @@ class _ProfileVectors:
     ) -> None:
         self._ctx, self._index, self._changes = ctx, index, changes
         self._known = {f.text: index.facts.vector(f.id).copy() for f in facts}
-        for profile in index.profiles.items():
-            self._known.setdefault(profile.content, index.profiles.vector(profile.id).copy())
+        self._profiles_read = False  # the profiles' texts joined `_known` (read when needed)
         self._waiting: dict[str, str] = {}  # profile id -> its text, not yet embedded
         self._blank = np.zeros(index.profiles.matrix.shape[1], dtype=np.float32)
 
     def of(self, texts: list[str]) -> list[np.ndarray]:
         """The vectors of `texts`, embedding the new ones in one call."""
         fresh = list(dict.fromkeys(t for t in texts if t not in self._known))
+        if fresh and not self._profiles_read:
+            # a text no pending fact has (a model's rewording) may be a profile's already;
+            # read once per batch, and only then: a space holds thousands of profiles
+            self._profiles_read = True
+            rows = self._index.profiles
+            for profile in rows.items():
+                if profile.id not in self._waiting:  # a blank row holds no vector yet
+                    self._known.setdefault(profile.content, rows.vector(profile.id).copy())
+            fresh = [t for t in fresh if t not in self._known]
         if fresh:
             self._known.update(zip(fresh, self._ctx.embedder.encode(fresh), strict=True))
         return [self._known[t] for t in texts]
@@ -139,7 +147,7 @@ def run_profile_batch(
 ) -> None:
     """Turn every pending profile candidate of the space into profile changes."""
     cfg = ctx.settings.memory
-    pending = [f for f in index.facts.items() if f.profile_pending]
+    pending = index.profile_pending()
     skip = ctx.settings.llm.skip_rules
     if not pending and skip:
         usage.skipped("profile_extract")

@@ -19,7 +19,13 @@ from common.errors import AtomMemError
 from common.llm import usage
 from common.llm.budget import WAITING, BudgetShort, ModelUnavailable
 from common.llm.model_backend import KeptCalls, keeping
-from common.memory.commit import commit_facts, profile_batch, profile_flush, resume
+from common.memory.commit import (
+    commit_facts,
+    profile_batch,
+    profile_flush,
+    resume,
+    settle_lagging,
+)
 from common.memory.extract import chunks, draft_session
 from common.memory.ingest import accept, note_participants, session_hash
 from common.models import ids
@@ -288,9 +294,9 @@ def parked_drafts(
     parked after the session was submitted again with other content) is dropped and counts
     as not extracted: the job's next resend extracts it again."""
     present = chunks.parked(tenant, space, session_id)  # names only: cheap while incomplete
-    total = max(present.values(), default=0)
-    if not present or any(i not in present for i in range(total)):
+    if not _complete(present):
         return None
+    total = max(present.values())
     parked = {i: json.loads(raw) for i, raw in chunks.get_chunks(tenant, space, session_id).items()}
     stale = [
         i
@@ -308,6 +314,18 @@ def parked_drafts(
     return drafts, cost.as_counts()
 
 
+def _complete(present: dict[int, int]) -> bool:
+    """Whether every chunk of a session is parked (`ChunkParking.parked`: chunk -> total)."""
+    total = max(present.values(), default=0)
+    return bool(present) and all(i in present for i in range(total))
+
+
+def _next_ready(coord: Coordination, tenant: str, space: str) -> bool:
+    """Whether the session after the head is extracted, ready to commit right after it."""
+    first = coord.sequence.first(tenant, space, 2)
+    return len(first) == 2
+
+
 def drain_stage(ctx: MemoryContext, coord: Coordination, tenant: str, space: str) -> Next:
     """Commit the head session of the space if its drafts are ready."""
     with space_lock(coord.locks, tenant, space, ctx.settings.broker.lock_ttl_ms) as lock:
@@ -315,6 +333,7 @@ def drain_stage(ctx: MemoryContext, coord: Coordination, tenant: str, space: str
             return Next.BUSY
         head = coord.sequence.head(tenant, space)
         if head is None:
+            settle_lagging(ctx, tenant, space)
             return Next.NOTHING
         record = records.get_session(ctx.store, tenant, space, head)
         if record is None:
@@ -344,7 +363,9 @@ def drain_stage(ctx: MemoryContext, coord: Coordination, tenant: str, space: str
         drafts, extraction = parked
         coord.jobs.update_job(tenant, job_id, state="committing", reason=None)
         try:
-            commit_facts(ctx, record, drafts, extraction, lock.check)
+            commit_facts(
+                ctx, record, drafts, extraction, lock.check, _next_ready(coord, tenant, space)
+            )
         except LockLost:
             return Next.BUSY  # the lock's new holder commits it
         except BudgetShort as short:

@@ -158,6 +158,16 @@ class Event(BaseModel):
     keywords: list[str]
     time_span: TimeRange | None = None
     memory_version: Stamp = None
+    # How many of `fact_ids` (the first ones) its summary, keywords and vector were made
+    # from; None when all. A commit with the space's next session ready behind it leaves its
+    # events' summaries to a later commit (`memory.event_refresh_batch`): the facts after
+    # these are the ones a revised summary still has to take in.
+    summarized: int | None = None
+
+    @property
+    def stale(self) -> bool:
+        """Whether facts joined it since its summary was made."""
+        return self.summarized is not None and self.summarized < len(self.fact_ids)
 
 
 class ProfileVersion(BaseModel):

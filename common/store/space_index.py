@@ -62,6 +62,7 @@ class KindIndex(Generic[R]):
         self.kw_postings: dict[str, Posting] = {}
         self.people_postings: dict[str, Posting] = {}
         self.lexicon = Bm25()
+        self._lexed: dict[int, tuple[str, tuple[str, ...]]] = {}  # what each row's terms are of
         # the last query's lexical scores, while nothing changed: the recall stages of one
         # question read them several times
         self._lexical_memo: tuple[Hashable, np.ndarray] | None = None
@@ -123,6 +124,7 @@ class KindIndex(Generic[R]):
 
     def _unindex(self, row: int) -> None:
         self.lexicon.clear(row)
+        self._lexed.pop(row, None)
         for kw in self._kw[row]:
             _discard(self.kw_postings, kw, row)
         for person in self._people(self.records[row]):
@@ -169,7 +171,10 @@ class KindIndex(Generic[R]):
             _discard(self.kw_postings, kw, row)
         for kw in kws - old_kws:
             self.kw_postings.setdefault(kw, Posting()).put(row)
-        self.lexicon.set(row, document_terms(text, keywords))
+        source = (text, tuple(keywords))
+        if self._lexed.get(row) != source:  # a record rewritten with its text (a fact
+            self._lexed[row] = source  # joining an event) keeps its terms
+            self.lexicon.set(row, document_terms(text, keywords))
         people = set(self._people(record))
         for person in old_people - people:
             _discard(self.people_postings, person, row)
@@ -400,6 +405,9 @@ class SpaceIndex:
 
     def __post_init__(self) -> None:
         self._derived: dict[str, tuple[Hashable, Any]] = {}
+        # facts waiting for the profile batch: found without reading every fact of the space
+        self._profile_pending: set[str] = set()
+        self._stale_events: set[str] = set()  # events whose summary lags their facts
         self.facts = KindIndex(self.dimension, _fact_people, _fact_span)
         self.events = KindIndex(self.dimension, _event_people, _event_span)
         self.profiles = KindIndex(self.dimension, _profile_people)
@@ -432,9 +440,34 @@ class SpaceIndex:
 
     def put_fact(self, fact: Fact, vector: np.ndarray) -> None:
         self.facts.upsert(fact.id, fact, vector, fact.keywords, fact.text)
+        if fact.profile_pending:
+            self._profile_pending.add(fact.id)
+        else:
+            self._profile_pending.discard(fact.id)
+
+    def remove_fact(self, fact_id: str) -> None:
+        self.facts.remove(fact_id)
+        self._profile_pending.discard(fact_id)
+
+    def profile_pending(self) -> list[Fact]:
+        """The facts waiting for the profile batch, in the order of their rows."""
+        rows = sorted(self.facts.rows[f] for f in self._profile_pending)
+        return [self.facts.records[row] for row in rows]
 
     def put_event(self, event: Event, vector: np.ndarray) -> None:
         self.events.upsert(event.id, event, vector, event.keywords, event.summary)
+        if event.stale:
+            self._stale_events.add(event.id)
+        else:
+            self._stale_events.discard(event.id)
+
+    def remove_event(self, event_id: str) -> None:
+        self.events.remove(event_id)
+        self._stale_events.discard(event_id)
+
+    def stale_events(self) -> list[str]:
+        """The events whose summary lags their facts, in the order they were stored."""
+        return sorted(self._stale_events, key=self.events.rows.__getitem__)
 
     def put_profile(self, profile: Profile, vector: np.ndarray) -> None:
         self.profiles.upsert(profile.id, profile, vector, profile.keywords, profile.content)

@@ -159,7 +159,7 @@ def test_refreshing_an_event_whose_summary_did_not_change_embeds_nothing(
     before = {e.id: index.events.vector(e.id).copy() for e in index.events.items()}
     calls = enc.calls
     changes = Changes()
-    refresh_events(ctx, index, dict.fromkeys(before, []), changes, CommitStats())
+    refresh_events(ctx, index, list(before), changes, CommitStats())
     assert enc.calls == calls
     for eid, vector in before.items():
         assert (index.events.vector(eid) == vector).all()

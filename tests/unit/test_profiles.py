@@ -150,3 +150,38 @@ def test_batch_with_nothing_pending_makes_no_call(tmp_path: Path) -> None:
     rec = session_record("s1", 0, datetime(2024, 3, 4), ["Ann"])
     stats = profile_batch(ctx, rec)
     assert stats.llm_calls == 0 and stats.llm_calls_skipped == 1
+
+
+def test_the_pending_facts_are_kept_apart_in_stored_order(tmp_path: Path) -> None:
+    """The batch finds its candidates without reading every fact of the space: the index
+    keeps them, in the order of its rows, through a reload, and drops them when their batch
+    clears them or they are erased."""
+    ctx = make_ctx(tmp_path, scripted=False)
+    rec = session_record("s1", 0, datetime(2024, 3, 4, 10), ["Ann"])
+    texts = ["Ann lives in Boston.", "Ann likes tea.", "Ann met Bo.", "Ann loves jazz."]
+    drafts = [
+        draft(
+            rec,
+            t,
+            unit(*[float(i == j) for j in range(4)]),
+            ["k"],
+            ["Ann"],
+            index=i,
+            profile=i != 2,
+        )
+        for i, t in enumerate(texts)
+    ]
+    commit_facts(ctx, rec, drafts)
+    index = ctx.index("t", "s")
+    want = [f.id for f in index.facts.items() if f.profile_pending]
+    assert len(want) == 3 and [f.id for f in index.profile_pending()] == want
+    index.remove_fact(want[1])
+    assert [f.id for f in index.profile_pending()] == [want[0], want[2]]
+    ctx.indexes.drop("t", "s")
+    reloaded = ctx.index("t", "s")  # from the store: its rows in the store's order
+    assert [f.id for f in reloaded.profile_pending()] == [
+        f.id for f in reloaded.facts.items() if f.profile_pending
+    ]
+    assert {f.id for f in reloaded.profile_pending()} == set(want)
+    profile_batch(ctx, rec)
+    assert ctx.index("t", "s").profile_pending() == []

@@ -17,6 +17,10 @@ class SpaceSequence(Protocol):
         """The session to commit next (lowest seq), or None when the space has none."""
         ...
 
+    def first(self, tenant: str, space: str, count: int) -> list[str]:
+        """The next `count` sessions to commit (fewer when fewer wait), in order."""
+        ...
+
     def pending(self, tenant: str, space: str) -> list[str]: ...
     def forget(self, tenant: str, space: str) -> None:
         """Drop the space's sequence (after its erasure)."""
@@ -36,8 +40,11 @@ class RedisSequence:
         self._r.zrem(keys.pending(tenant, space), session_id)
 
     def head(self, tenant: str, space: str) -> str | None:
-        first = self._r.zrange(keys.pending(tenant, space), 0, 0)
-        return str(first[0]) if first else None
+        first = self.first(tenant, space, 1)
+        return first[0] if first else None
+
+    def first(self, tenant: str, space: str, count: int) -> list[str]:
+        return [str(m) for m in self._r.zrange(keys.pending(tenant, space), 0, count - 1)]
 
     def pending(self, tenant: str, space: str) -> list[str]:
         return [str(m) for m in self._r.zrange(keys.pending(tenant, space), 0, -1)]
@@ -68,13 +75,18 @@ class SqliteSequence:
         )
 
     def head(self, tenant: str, space: str) -> str | None:
-        raw = self._j.one(
+        first = self.first(tenant, space, 1)
+        return first[0] if first else None
+
+    def first(self, tenant: str, space: str, count: int) -> list[str]:
+        rows = self._j.rows(
             "SELECT session_id FROM pending WHERE tenant=? AND space=? "
-            "ORDER BY seq, session_id LIMIT 1",
+            "ORDER BY seq, session_id LIMIT ?",
             tenant,
             space,
+            count,
         )
-        return str(raw) if raw is not None else None
+        return [str(r[0]) for r in rows]
 
     def pending(self, tenant: str, space: str) -> list[str]:
         rows = self._j.rows(
