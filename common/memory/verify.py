@@ -43,7 +43,7 @@ def place_fact(
     mask = candidate_mask(index, fact)
     rows = np.flatnonzero(mask)
     if rows.size:
-        cos = index.facts.cosines(vector)[rows]
+        cos = index.facts.cosines_at(vector, rows)
         best = int(np.argmax(cos))
         if cos[best] > cfg.duplicate_threshold:
             _merge_duplicate(index, index.facts.ids[rows[best]], fact, changes)

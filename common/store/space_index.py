@@ -71,9 +71,10 @@ class KindIndex(Generic[R]):
         # thread of the same worker) keeps nothing it computed then.
         self.mutations = 0
         # Cosines of a batch of vectors against the rows that existed when it was primed
-        # (`prime`), and the rows rewritten since: a commit stage compares every draft with
-        # the whole space, and one matrix product for the batch reads the matrix once.
-        self._primed: tuple[int, np.ndarray, dict[bytes, int]] | None = None
+        # (`prime`), and the rows rewritten since: a commit stage that compares its drafts
+        # with the whole space reads the matrix once, in one product for the batch, made
+        # when the first of them needs it (candidates few enough are read on their own).
+        self._primed: tuple[int, np.ndarray | None, dict[bytes, int], np.ndarray] | None = None
         self._rewritten: set[int] = set()
 
     def __len__(self) -> int:
@@ -201,14 +202,13 @@ class KindIndex(Generic[R]):
         self.mutations += 1
 
     def prime(self, vectors: np.ndarray) -> None:
-        """Compute the cosines of `vectors` (one per row) against every row now, in one
-        product; `cosines` of any of them then reads these instead of the matrix."""
-        n = len(self.ids)
-        product = self.matrix @ vectors.T if n else np.zeros((0, len(vectors)), np.float32)
+        """Prepare the cosines of `vectors` (one per row) against every row now: the first
+        `cosines` of any of them computes them all in one product, and the others read it
+        instead of the matrix."""
         table = {
             np.ascontiguousarray(v, dtype=np.float32).tobytes(): j for j, v in enumerate(vectors)
         }
-        self._primed = (n, np.ascontiguousarray(product, dtype=np.float32), table)
+        self._primed = (len(self.ids), None, table, vectors)
         self._rewritten = set()
 
     def unprime(self) -> None:
@@ -224,7 +224,11 @@ class KindIndex(Generic[R]):
         if primed is None or column is None:
             cos: np.ndarray = self.matrix @ vector
             return cos
-        known, product, _ = primed
+        known, product, table, vectors = primed
+        if product is None:  # rows written since priming are read below, as they are now
+            product = self._matrix[:known] @ vectors.T
+            product = np.ascontiguousarray(product, dtype=np.float32)
+            self._primed = (known, product, table, vectors)
         n = len(self.ids)
         out = np.empty(n, dtype=np.float32)
         out[:known] = product[:, column]
@@ -275,14 +279,50 @@ class KindIndex(Generic[R]):
         )
         return share
 
-    def bm25(self, query: TextQuery, weights: SimilaritySettings) -> np.ndarray:
-        """L(query, row) for every row: BM25 over the space's IDF, scaled to [0, 1]."""
+    def bm25(
+        self, query: TextQuery, weights: SimilaritySettings, rows: np.ndarray | None = None
+    ) -> np.ndarray:
+        """L(query, row) for every row (for `rows` alone when given): BM25 over the space's
+        IDF, scaled to [0, 1]."""
         return self.lexicon.normalised(
             query_terms(query.text, query.keywords),
             len(self.ids),
             weights.bm25_k1,
             weights.bm25_b,
+            rows,
         )
+
+    def _lexical_at(
+        self, query: TextQuery, weights: SimilaritySettings, rows: np.ndarray
+    ) -> np.ndarray:
+        """The lexical channel for `rows`: read from each row's own terms when they are few
+        against the postings a scan would read (a commit's candidates in a large space),
+        else from the scan of every row (kept for the other stages of one question)."""
+        memo = self._lexical_memo
+        key = (self.mutations, query, weights.lexical, weights.bm25_k1, weights.bm25_b)
+        scores: np.ndarray
+        if memo is not None and memo[0] == key and memo[1].size == len(self.ids):
+            scores = memo[1][rows]
+            return scores
+        if weights.lexical == "bm25":
+            terms = query_terms(query.text, query.keywords)
+            if rows.size * max(len(terms), 1) * _ROW_READ < self.lexicon.scan_cost(terms):
+                return self.bm25(query, weights, rows)
+        scores = self.lexical(query, weights)[rows]
+        return scores
+
+    def cosines_at(self, vector: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The cosine of `vector` with `rows`: their own product when they are few, else
+        read from the product with every row (a gather of most of a large matrix costs more
+        than the product)."""
+        primed = self._primed
+        computed = primed is not None and primed[1] is not None and _key(vector) in primed[2]
+        out: np.ndarray
+        if computed or _GATHER * rows.size >= len(self.ids):
+            out = self.cosines(vector)[rows]
+        else:
+            out = self._matrix[rows] @ vector
+        return out
 
     def lexical(self, query: TextQuery, weights: SimilaritySettings) -> np.ndarray:
         """The lexical channel of S_h for every row, as `weights.lexical` chooses."""
@@ -319,15 +359,20 @@ class KindIndex(Generic[R]):
         rows = np.flatnonzero(mask)
         if rows.size == 0:
             return []
-        # one product over the whole matrix, then the rows: copying the masked rows out of a
-        # large space would cost more than the product itself
-        cos = self.cosines(vector)[rows]
-        lex = self.lexical(query, weights)[rows]
+        cos = self.cosines_at(vector, rows)
+        lex = self._lexical_at(query, weights, rows)
         score = hybrid_many(cos, lex, weights)
         order = _top_order(score, rows, k)
         return [
             Scored(self.ids[rows[i]], float(score[i]), float(cos[i]), float(lex[i])) for i in order
         ]
+
+
+# Relative costs behind the choice between reading some rows and scanning all of them: a
+# row's terms read one by one in Python against a posting entry scanned by numpy, and the
+# rows gathered out of the matrix against those multiplied in place.
+_ROW_READ = 16
+_GATHER = 4
 
 
 def _discard(postings: dict[str, Posting], key: str, row: int) -> None:

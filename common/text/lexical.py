@@ -183,11 +183,44 @@ class Bm25:
             out[rows] += self.idf(term) * tf * (k1 + 1.0) / (tf + norm)
         return out
 
-    def normalised(self, query: Collection[str], n: int, k1: float, b: float) -> np.ndarray:
-        """L(query, row) in [0, 1] for rows 0..n-1: BM25 over the query's summed IDF."""
+    def scores_at(
+        self, query: Collection[str], rows: np.ndarray, k1: float, b: float
+    ) -> np.ndarray:
+        """BM25(query, row) for `rows` alone, read from their own term counts: what `scores`
+        gives them (to float precision) without scanning the query terms' postings."""
+        out = np.zeros(rows.size, dtype=np.float32)
+        avgdl = self.average_length
+        if not query or not self._docs or avgdl <= 0:
+            return out
+        idf = {term: self.idf(term) for term in query if term in self._postings}
+        if not idf:
+            return out
+        for i, row in enumerate(rows.tolist()):
+            counts = self._docs.get(row)
+            if not counts:
+                continue
+            norm = k1 * (1.0 - b + b * float(self._length[row]) / avgdl)
+            total = 0.0
+            for term, weight in idf.items():
+                tf = counts.get(term)
+                if tf:
+                    total += weight * tf * (k1 + 1.0) / (tf + norm)
+            out[i] = total
+        return out
+
+    def scan_cost(self, query: Collection[str]) -> int:
+        """The postings `scores` reads for `query`: rows it touches."""
+        return sum(len(self._postings.get(term, ())) for term in query)
+
+    def normalised(
+        self, query: Collection[str], n: int, k1: float, b: float, rows: np.ndarray | None = None
+    ) -> np.ndarray:
+        """L(query, row) in [0, 1] for rows 0..n-1 (for `rows` alone when given): BM25 over
+        the query's summed IDF."""
+        size = n if rows is None else rows.size
         if not query or not self._docs:
-            return np.zeros(n, dtype=np.float32)
+            return np.zeros(size, dtype=np.float32)
         ceiling = sum(self.idf(term) for term in query)
-        raw = self.scores(query, n, k1, b)
+        raw = self.scores(query, n, k1, b) if rows is None else self.scores_at(query, rows, k1, b)
         out: np.ndarray = np.minimum(raw / np.float32(ceiling), np.float32(1.0))
         return out

@@ -340,3 +340,21 @@ def test_search_reads_the_question_text_not_only_its_keywords(tmp_path: Path) ->
     assert result.intent.keywords == []
     assert [h.fact.id for h in result.hits] == ["year", "near"]
     assert result.timings_ms["lexical"] >= 0
+
+
+def test_a_few_rows_scored_from_their_own_terms_match_the_scan() -> None:
+    rng = np.random.default_rng(5)
+    vocabulary = [f"w{i}" for i in range(30)]
+    bm25 = Bm25()
+    for row in range(400):
+        words = rng.choice(vocabulary, size=int(rng.integers(1, 9)))
+        bm25.set(row, Counter(words.tolist()))
+    bm25.clear(7)  # a removed row scores nothing either way
+    query = {"w1", "w4", "w9", "w29", "absent"}
+    rows = np.array([0, 7, 13, 77, 78, 399, 250])
+    everything = bm25.scores(query, 400, K1, B)
+    assert bm25.scores_at(query, rows, K1, B) == pytest.approx(everything[rows], rel=1e-5)
+    assert bm25.normalised(query, 400, K1, B, rows) == pytest.approx(
+        bm25.normalised(query, 400, K1, B)[rows], rel=1e-5
+    )
+    assert bm25.scan_cost(query) == sum(bm25.df(t) for t in query)

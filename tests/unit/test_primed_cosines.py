@@ -33,3 +33,19 @@ def test_primed_cosines_follow_appends_and_rewrites() -> None:
     assert np.isclose(index.cosines(drafts[1])[index.rows["r7"]], 1.0, atol=1e-6)
     index.unprime()
     assert np.allclose(index.cosines(drafts[0]), index.matrix @ drafts[0], atol=1e-6)
+
+
+def test_a_few_rows_read_on_their_own_match_the_product_with_every_row() -> None:
+    rng = np.random.default_rng(4)
+    index: KindIndex[_Row] = KindIndex(8, lambda row: row.participants)
+    for i, v in enumerate(_unit(rng, 200)):
+        index.upsert(f"r{i}", _Row(), v, [], "")
+    vector = _unit(rng, 1)[0]
+    few, most = np.array([3, 50, 199]), np.arange(0, 200, 2)
+    for rows in (few, most):
+        assert np.allclose(index.cosines_at(vector, rows), (index.matrix @ vector)[rows])
+    drafts = _unit(rng, 3)
+    index.prime(drafts)
+    index.upsert("r9", _Row(), drafts[2], [], "")  # rewritten before the product is made
+    for rows in (few, most, np.array([9])):
+        assert np.allclose(index.cosines_at(drafts[2], rows), (index.matrix @ drafts[2])[rows])
