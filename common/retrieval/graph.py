@@ -89,26 +89,6 @@ def _cap_rows(
     return sp.csr_matrix((w, j, indptr), shape=shape)
 
 
-def _may_make_cap(i: np.ndarray, w: np.ndarray, cap: int) -> np.ndarray:
-    """Entries that can be among their row's `cap` heaviest (every tie at the boundary kept),
-    for `i` grouped by row: a partition per long row instead of sorting all of them, which
-    matters when common keywords give a fact thousands of entity neighbours."""
-    keep = np.ones(i.size, dtype=bool)
-    if i.size <= cap:
-        return keep
-    bounds = np.flatnonzero(np.diff(i)) + 1
-    for lo, hi in zip(
-        np.concatenate(([0], bounds)).tolist(),
-        np.concatenate((bounds, [i.size])).tolist(),
-        strict=True,
-    ):
-        if hi - lo > cap:
-            segment = w[lo:hi]
-            boundary = np.partition(segment, segment.size - cap)[segment.size - cap]
-            keep[lo:hi] = segment >= boundary
-    return keep
-
-
 class Channels:
     """The query-independent parts of the graph for one state of a space index: the
     fact × keyword incidence with each keyword's df and non-query weight ω, and the event
@@ -248,34 +228,71 @@ class LocalGraph:
         j = self._channels.keywords.get(match_key(keyword))
         return float(self._omega[j]) if j is not None else 0.0
 
-    def _entity_edges(
-        self, rows: np.ndarray, among_themselves: bool
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _sums(self, rows: np.ndarray, among_themselves: bool) -> sp.csr_matrix:
         """Σ ω(k) over shared keywords from each of `rows` to every fact (or only to the other
-        `rows`, columns then being positions in `rows`) as (row position, column, weight),
-        without self-edges, person-gated."""
+        `rows`, columns then being positions in `rows`), one CSR row per row."""
         ch = self._channels
         left = ch.incidence[rows]
         # the local block is the slice's own transpose, taken before `left` is weighted
         right = left.T.tocsr() if among_themselves else ch.incidence_t
         left.data = left.data * self._omega[left.indices]
-        sums = (left @ right).tocoo()
-        targets = rows[sums.col] if among_themselves else sums.col
-        source = rows[sums.row]
+        left.eliminate_zeros()  # a keyword weighing nothing reaches no neighbour
+        sums: sp.csr_matrix = left @ right
+        return sums
+
+    def _gated(self, source: np.ndarray, targets: np.ndarray, data: np.ndarray) -> np.ndarray:
+        """Which (source, target, weight) entries are edges: no self-edge, above ε, and
+        between facts that share a person (or where one names nobody)."""
         arrays = self._arrays
-        shares = np.logical_and(arrays.people[source], arrays.people[targets]).any(axis=1)
+        shares = ((arrays.people[source] & arrays.people[targets]) != 0).any(axis=1)
         gate = shares | ~arrays.has_people[source] | ~arrays.has_people[targets]
-        keep: np.ndarray = (source != targets) & gate & (sums.data > self.cfg.edge_epsilon)
-        return sums.row[keep], sums.col[keep], sums.data[keep]
+        keep: np.ndarray = (source != targets) & gate & (data > self.cfg.edge_epsilon)
+        return keep
+
+    def _entity_edges(
+        self, rows: np.ndarray, among_themselves: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The person-gated entity edges of `rows` as (row position, column, weight)."""
+        sums = self._sums(rows, among_themselves)
+        position = np.repeat(np.arange(rows.size), np.diff(sums.indptr))
+        columns, data = sums.indices, sums.data
+        targets = rows[columns] if among_themselves else columns
+        keep = self._gated(rows[position], targets, data)
+        return position[keep], columns[keep], data[keep]
 
     def entity_rows(self, rows: list[int]) -> sp.csr_matrix:
         """Entity neighbours of each of `rows` over the whole space: the heaviest
-        max_neighbors_per_fact after the person gate, ties by fact id."""
-        i, j, w = self._entity_edges(np.asarray(rows, dtype=np.int64), among_themselves=False)
+        max_neighbors_per_fact after the person gate, ties by fact id.
+
+        A fact sharing a common keyword has thousands of candidates; each row's are gated
+        heaviest first, in growing slices, until the cap is met by candidates no lighter
+        than every one left out (the whole row when it never is)."""
+        at = np.asarray(rows, dtype=np.int64)
+        sums = self._sums(at, among_themselves=False)
         cap = self.cfg.max_neighbors_per_fact
-        keep = _may_make_cap(i, w, cap)
+        parts_i, parts_j, parts_w = [], [], []
+        for pos, row in enumerate(at.tolist()):
+            lo, hi = int(sums.indptr[pos]), int(sums.indptr[pos + 1])
+            columns, data = sums.indices[lo:hi], sums.data[lo:hi]
+            take = 2 * cap + 1
+            while True:
+                if take < data.size:
+                    boundary = np.partition(data, data.size - take)[data.size - take]
+                    chosen = np.flatnonzero(data >= boundary)  # every tie at the boundary
+                else:
+                    chosen = np.arange(data.size)
+                keep = chosen[self._gated(np.full(chosen.size, row), columns[chosen], data[chosen])]
+                if chosen.size == data.size or keep.size >= cap:
+                    break  # all read, or the cap met by edges no lighter than the rest
+                take *= 4
+            parts_i.append(np.full(keep.size, pos))
+            parts_j.append(columns[keep])
+            parts_w.append(data[keep])
+        i, j, w = (np.concatenate(p) if p else np.zeros(0) for p in (parts_i, parts_j, parts_w))
         shape = (len(rows), self._channels.size)
-        return _cap_rows(i[keep], j[keep], w[keep], cap, self._arrays.id_rank, shape)
+        return _cap_rows(
+            i.astype(np.int64), j.astype(np.int64), w, cap, self._arrays.id_rank, shape
+        )
 
     def entity_neighbours(self, row: int) -> dict[int, float]:
         return _row_dict(self.entity_rows([row]), 0)

@@ -18,7 +18,6 @@ the directory's lock) reads or writes these files.
 from __future__ import annotations
 
 import contextlib
-import gc
 import hashlib
 import os
 import pickle
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from common.models import ids
+from common.store import longlived
 
 FORMAT = 1
 SUFFIX = ".index"
@@ -109,10 +109,8 @@ class IndexSnapshots:
             self._scan()
             if target.name not in self._present:
                 return None
-        enabled = gc.isenabled()
-        gc.disable()  # unpickling many small objects: collection passes would only slow it
         try:
-            with open(target, "rb") as handle:
+            with open(target, "rb") as handle, longlived.building():
                 header = pickle.load(handle)
                 if header != {"stamp": self._stamp_now(), "counts": counts}:
                     return None
@@ -122,9 +120,6 @@ class IndexSnapshots:
                 target.unlink()
                 self._present.discard(target.name)
             return None
-        finally:
-            if enabled:
-                gc.enable()
 
     def save(
         self, tenant: str, space: str, index: Any, counts: dict[str, int], generation: int

@@ -6,11 +6,9 @@ recall read this index instead (a matrix product instead of a local-mode filtere
 
 from __future__ import annotations
 
-import gc
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Hashable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
 
@@ -21,6 +19,7 @@ from common.models.memory import Event, Fact, Profile, TimeRange
 from common.postings import Posting
 from common.settings import SimilaritySettings
 from common.similarity import TextQuery, hybrid_many
+from common.store import longlived
 from common.store.base import Kind, Store
 from common.text.keywords import match_keys
 from common.text.lexical import Bm25, document_terms, query_terms
@@ -421,17 +420,19 @@ def _profile_people(profile: Profile) -> list[str]:
 
 
 class FactArrays:
-    """Array forms of the fact rows for the graph stage: a row × participant matrix and each
-    row's rank by fact id (for tie-breaks).
+    """Array forms of the fact rows for the graph stage: each row's participants as bits (a
+    row × 64-person words matrix: whether two rows share a person is one AND per word) and
+    each row's rank by fact id (for tie-breaks).
     Valid while the facts do not change; `SpaceIndex.fact_arrays` rebuilds it when they do."""
 
     def __init__(self, facts: KindIndex[Fact]) -> None:
         n = len(facts.ids)
         people = sorted(facts.people_postings)
-        self.people = np.zeros((n, max(len(people), 1)), dtype=bool)
+        self.people = np.zeros((n, max((len(people) + 63) // 64, 1)), dtype=np.uint64)
         for j, person in enumerate(people):
-            self.people[np.fromiter(facts.people_postings[person], dtype=np.int64), j] = True
-        self.has_people: np.ndarray = np.any(self.people, axis=1)
+            rows = np.fromiter(facts.people_postings[person], dtype=np.int64)
+            self.people[rows, j // 64] |= np.uint64(1 << (j % 64))
+        self.has_people: np.ndarray = np.any(self.people != 0, axis=1)
         self.id_rank = np.empty(n, dtype=np.int64)
         self.id_rank[sorted(range(n), key=facts.ids.__getitem__)] = np.arange(n)
 
@@ -521,7 +522,7 @@ class SpaceIndex:
     def load(cls, store: Store, tenant: str, space: str, dimension: int) -> SpaceIndex:
         """Read a space's facts, events and profiles (with vectors) from the store."""
         index = cls(tenant=tenant, space=space, dimension=dimension)
-        with _no_gc():
+        with longlived.building():
             index._read(store)
         return index
 
@@ -536,19 +537,6 @@ class SpaceIndex:
         for point in store.scroll(Kind.PROFILES, tenant, space, with_vectors=True):
             assert point.vector is not None
             self.put_profile(Profile.model_validate(point.payload), point.vector)
-
-
-@contextmanager
-def _no_gc() -> Iterator[None]:
-    """Cyclic collection paused: building many small objects that form no cycles, its passes
-    would only cost time (a third of reading a large space)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class SpaceIndexCache:

@@ -279,22 +279,31 @@ def test_event_and_turn_edges_of_the_whole_space_follow_membership_positions_and
     assert graph.turn_neighbours(0) == {4: pytest.approx(turn_edge_weight(2, cfg))}
 
 
-def test_row_caps_keep_the_same_entries_with_the_partition_prefilter() -> None:
-    from common.retrieval.graph import _cap_rows, _may_make_cap
+def test_entity_rows_read_heaviest_first_keep_the_cap_of_every_candidate() -> None:
+    """A row's candidates are gated heaviest first in growing slices: the neighbours kept
+    are those of gating every candidate and capping the row, ties at the boundary by id."""
+    from common.retrieval.graph import LocalGraph, _cap_rows
+    from common.store.space_index import SpaceIndex
 
-    rng = np.random.default_rng(3)
-    for _ in range(30):
-        n = 60
-        pairs = {(int(a), int(b)) for a, b in rng.integers(0, n, size=(400, 2))}
-        i, j = (np.array(x) for x in zip(*sorted(pairs), strict=True))
-        w = rng.integers(1, 4, size=i.size).astype(float)  # ties at every boundary
-        id_rank = rng.permutation(n)
-        for cap in (1, 3, 8):
-            keep = _may_make_cap(i, w, cap)
-            direct = _cap_rows(i, j, w, cap, id_rank, (n, n)).toarray()
-            filtered = _cap_rows(i[keep], j[keep], w[keep], cap, id_rank, (n, n)).toarray()
-            assert np.array_equal(direct, filtered)
-        assert _may_make_cap(i, w, 1).sum() < i.size  # it does drop entries
+    rng = np.random.default_rng(11)
+    index = SpaceIndex(tenant="t", space="s", dimension=4)
+    # most facts are Ann's or Bo's, so the heaviest candidates of Cy's facts are gated out;
+    # keywords of very different frequencies give sums of many values, and some ties
+    people = [["Ann"]] * 6 + [["Bo"]] * 6 + [["Ann", "Bo"], [], ["Cy"]]
+    often = np.arange(10, 0, -1) / 55
+    for n in range(600):
+        k = rng.choice(10, size=int(rng.integers(1, 5)), replace=False, p=often)
+        fact = _fact(n, [f"k{x}" for x in k], people[int(rng.integers(0, len(people)))], n, 0)
+        index.put_fact(fact, np.eye(4, dtype=np.float32)[n % 4])
+    cy = [r for r in range(600) if index.facts.records[r].participants == ["Cy"]]
+    for cap in (1, 3, 8, 30):
+        cfg = CFG.model_copy(update={"max_neighbors_per_fact": cap})
+        graph = LocalGraph(index, ["k1"], cfg)
+        rows = cy[:6] + [int(r) for r in rng.choice(600, size=4, replace=False)]
+        i, j, w = graph._entity_edges(np.asarray(rows), among_themselves=False)
+        id_rank = index.fact_arrays().id_rank
+        want = _cap_rows(i, j, w, cap, id_rank, (len(rows), 600)).toarray()
+        assert np.array_equal(graph.entity_rows(rows).toarray(), want)
 
 
 def test_local_submatrix_equals_scipy_indexing_entry_for_entry() -> None:

@@ -196,3 +196,22 @@ def test_no_copy_is_saved_while_a_stage_changes_the_index(tmp_path: Path) -> Non
         assert not path.exists()
     ctx._save_if_due(index, force=True)
     assert path.exists()
+
+
+def test_an_index_read_frozen_for_the_collector_is_freed_once_dropped(tmp_path: Path) -> None:
+    """An index is built with the cyclic collector paused and then frozen out of its reach
+    (common/store/longlived.py): it must hold no reference cycle, or dropping it would leak
+    it. Read from a saved copy and from the store alike, the last reference frees it."""
+    import gc
+    import weakref
+
+    ctx = _small_snapshots(make_ctx(tmp_path, TableEncoder(), scripted=False))
+    _commit(ctx, "s1", 1, ["Ann paints landscapes.", "Ann likes tea.", "Ann bought a kiln."])
+    fresh = _reopen(ctx)
+    loaded = fresh.index("t", "s")  # from the saved copy
+    read = SpaceIndex.load(fresh.store, "t", "s", 4)
+    assert gc.get_freeze_count() > 0
+    refs = [weakref.ref(loaded), weakref.ref(read), weakref.ref(loaded.facts)]
+    fresh.indexes.drop("t", "s")
+    del loaded, read
+    assert all(ref() is None for ref in refs)
