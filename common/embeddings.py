@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -12,11 +13,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from common.onnx_embedder import OnnxEmbedder, OnnxUnsupported
+from common.onnx_embedder import supported as onnx_supported
 from common.settings import EmbeddingSettings
 
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
+log = logging.getLogger(__name__)
 
 WAIT_POLICY = "PASSIVE"
 # Texts per forward pass when several callers' texts are encoded together: measured on 2
@@ -146,7 +150,9 @@ class _Coalesced:
 
 
 class Embedder:
-    """Batched, L2-normalised float32 embeddings; concurrent callers share encodes."""
+    """Batched, L2-normalised float32 embeddings; concurrent callers share encodes. The
+    forward pass runs on ONNX Runtime (`embedding.runtime`, the default on a CPU) or on
+    PyTorch through sentence-transformers; both compute the same vectors."""
 
     def __init__(self, settings: EmbeddingSettings) -> None:
         path = settings.model_path or packaged_model_path()
@@ -160,29 +166,46 @@ class Embedder:
         # thread that encodes (the caller, each worker thread) has its own team, and spinning
         # teams took the cores from the query's next encode and from the worker's own threads
         # (a question's encode in the embedded worker: 23.0 -> 16.0 ms p50). Read once, when
-        # torch loads its OpenMP runtime, so it must be set before the import below.
+        # torch loads its OpenMP runtime, so it must be set before it loads.
         os.environ.setdefault("OMP_WAIT_POLICY", WAIT_POLICY)
+        self.dimension = settings.dimension
+        self._lock = threading.Lock()  # the shared encodes' passes, one at a time
+        self._tokenizing = threading.Lock()  # every caller of the tokenizer
+        self._coalesced = _Coalesced(self._encode_all)
+        self._onnx: OnnxEmbedder | None = None
+        self._model: SentenceTransformer | None = None
+        if settings.runtime == "onnx" and settings.device == "cpu" and onnx_supported(path):
+            threads = settings.threads or os.cpu_count() or 1
+            try:
+                self._onnx = OnnxEmbedder(path, settings.cache_dir, threads)
+            except OnnxUnsupported as exc:
+                log.warning("embedding on PyTorch: %s", exc)
+        if self._onnx is not None:
+            actual = self._onnx.dimension
+        else:
+            actual = self._load_torch(path, settings.device)
+        if actual != self.dimension:
+            raise EmbeddingModelMissing(
+                f"model at {path} has dimension {actual}, settings say {self.dimension}"
+            )
+
+    @property
+    def runtime(self) -> str:
+        return "onnx" if self._onnx is not None else "torch"
+
+    def _load_torch(self, path: Path, device: str) -> int:
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
         hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
-
-        self._model: SentenceTransformer = SentenceTransformer(str(path), device=settings.device)
-        self._model.eval()  # `_encode_batch` calls the modules directly: no dropout, ever
-        self._batch = settings.batch_size
-        self.dimension = settings.dimension
-        self._lock = threading.Lock()  # the shared encodes' passes, one at a time
-        self._tokenizing = threading.Lock()  # every caller of the tokenizer
-        self._coalesced = _Coalesced(self._encode_all)
-        measure = getattr(self._model, "get_embedding_dimension", None) or (
-            self._model.get_sentence_embedding_dimension
+        model = SentenceTransformer(str(path), device=device)
+        model.eval()  # `_forward` calls the modules directly: no dropout, ever
+        self._model = model
+        measure = getattr(model, "get_embedding_dimension", None) or (
+            model.get_sentence_embedding_dimension
         )
-        actual = measure()
-        if actual != self.dimension:
-            raise EmbeddingModelMissing(
-                f"model at {path} has dimension {actual}, settings say {self.dimension}"
-            )
+        return int(measure() or 0)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Embeddings of `texts` as an (n, d) float32 array with unit rows. A single text (a
@@ -192,16 +215,22 @@ class Embedder:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         if len(texts) == 1:
-            return self._encode_alone(texts)
+            return self._forward(texts)
         return self._coalesced.encode(texts)
 
-    def _encode_alone(self, texts: list[str]) -> np.ndarray:
-        """`_encode_batch` holding only the tokenizer's lock: a fast tokenizer refuses a
-        second caller while one is in it ("Already borrowed"); the forward pass in inference
-        mode changes nothing on the model, so passes on several threads may overlap."""
+    def _forward(self, texts: list[str]) -> np.ndarray:
+        """One batch through the model, holding only the tokenizer's lock: a fast tokenizer
+        refuses a second caller while one is in it ("Already borrowed"); the forward pass
+        (ONNX Runtime's session, or PyTorch in inference mode) changes nothing on the model,
+        so passes on several threads may overlap. On PyTorch it calls the model's modules
+        directly: what `encode` computes for a single batch, without its per-call set-up
+        (a question: 19.1 -> 16.4 ms p50)."""
+        if self._onnx is not None:
+            return self._onnx.run(texts)
         import torch
         from sentence_transformers.util import batch_to_device
 
+        assert self._model is not None
         with self._tokenizing:
             features = self._model.preprocess(texts)
         with torch.inference_mode():
@@ -211,39 +240,15 @@ class Embedder:
         return np.asarray(vectors.cpu().numpy(), dtype=np.float32)
 
     def _encode_all(self, texts: list[str]) -> np.ndarray:
-        """One caller's texts as one batch; several callers' (up to a batch) sorted by
-        length in slices of `SLICE`, so that a short fact is not padded to a long one's
-        length; more than a batch through the model's own `encode`, which sorts too."""
+        """The shared encodes' texts, one caller's or several's, sorted by length in slices of
+        `SLICE` (a short fact is not padded to a long one's length), one pass at a time."""
         if len(texts) <= SLICE:
-            return self._encode_batch(texts)
-        if len(texts) <= self._batch:
-            order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-            out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-            for at in range(0, len(order), SLICE):
-                rows = order[at : at + SLICE]
-                out[rows] = self._encode_batch([texts[i] for i in rows])
-            return out
-        with self._lock, self._tokenizing:  # (it tokenizes batch by batch inside)
-            vectors = self._model.encode(
-                texts,
-                batch_size=self._batch,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
-        return np.asarray(vectors, dtype=np.float32)
-
-    def _encode_batch(self, texts: list[str]) -> np.ndarray:
-        """One batch straight through the model's modules: what `encode` computes for a
-        single batch (its length sorting only orders batches), without its per-call set-up
-        (a question: 19.1 -> 16.4 ms p50 alone)."""
-        import torch
-        from sentence_transformers.util import batch_to_device
-
-        with self._lock, torch.inference_mode():
-            with self._tokenizing:
-                features = self._model.preprocess(texts)
-            features = batch_to_device(features, self._model.device)
-            vectors = self._model.forward(features)["sentence_embedding"]
-            vectors = torch.nn.functional.normalize(vectors, p=2, dim=1)
-        return np.asarray(vectors.cpu().numpy(), dtype=np.float32)
+            with self._lock:
+                return self._forward(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for at in range(0, len(order), SLICE):
+            rows = order[at : at + SLICE]
+            with self._lock:
+                out[rows] = self._forward([texts[i] for i in rows])
+        return out

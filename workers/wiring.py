@@ -23,13 +23,13 @@ from common.store.coordination.budgets import LocalBudgets, ModelBudgets, RedisB
 from common.store.space_index import SpaceIndex
 
 _LOCK = threading.Lock()
-_EMBEDDERS: dict[tuple[str, str, int, int], Embedder] = {}
+_EMBEDDERS: dict[tuple[str, str, int, str, str], Embedder] = {}
 _LOCAL_BUDGETS: LocalBudgets | None = None
 
 
 def get_embedder(cfg: EmbeddingSettings) -> Embedder:
     """One embedding model per process and configuration."""
-    key = (str(cfg.model_path), cfg.device, cfg.batch_size, cfg.dimension)
+    key = (str(cfg.model_path), cfg.device, cfg.dimension, cfg.runtime, str(cfg.cache_dir))
     with _LOCK:
         if key not in _EMBEDDERS:
             _EMBEDDERS[key] = Embedder(cfg)

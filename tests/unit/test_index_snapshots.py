@@ -211,7 +211,11 @@ def test_an_index_read_frozen_for_the_collector_is_freed_once_dropped(tmp_path: 
     loaded = fresh.index("t", "s")  # from the saved copy
     read = SpaceIndex.load(fresh.store, "t", "s", 4)
     assert gc.get_freeze_count() > 0
-    refs = [weakref.ref(loaded), weakref.ref(read), weakref.ref(loaded.facts)]
+    refs: list[weakref.ref[object]] = [
+        weakref.ref(loaded),
+        weakref.ref(read),
+        weakref.ref(loaded.facts),
+    ]
     fresh.indexes.drop("t", "s")
     del loaded, read
     assert all(ref() is None for ref in refs)

@@ -1,6 +1,7 @@
-"""The query path's waits and set-up: the embedder's OpenMP threads sleep when idle, one batch
-skips sentence-transformers' per-call set-up with the same vectors, and the embedded broker and
-result store wake their waiter on arrival instead of polling on an interval."""
+"""The query path's waits and set-up: the embedder's OpenMP threads sleep when idle, its
+forward pass (ONNX Runtime or PyTorch's modules called directly) gives sentence-transformers'
+vectors, and the embedded broker and result store wake their waiter on arrival instead of
+polling on an interval."""
 
 from __future__ import annotations
 
@@ -21,9 +22,21 @@ from common.settings import EmbeddingSettings
 from workers.embedded import EmbeddedResults, EmbeddedTransport, embedded_config
 
 
+@pytest.fixture(scope="module", params=["onnx", "torch"])
+def embedder(request: pytest.FixtureRequest) -> Embedder:
+    made = Embedder(EmbeddingSettings(runtime=request.param))
+    assert made.runtime == request.param
+    return made
+
+
 @pytest.fixture(scope="module")
-def embedder() -> Embedder:
-    return Embedder(EmbeddingSettings())
+def reference() -> Any:
+    """sentence-transformers' own pipeline over the same weights."""
+    from sentence_transformers import SentenceTransformer
+
+    from common.embeddings import packaged_model_path
+
+    return SentenceTransformer(str(packaged_model_path()), device="cpu")
 
 
 def test_openmp_threads_sleep_when_idle(embedder: Embedder) -> None:
@@ -33,9 +46,9 @@ def test_openmp_threads_sleep_when_idle(embedder: Embedder) -> None:
     assert os.environ["OMP_WAIT_POLICY"] == WAIT_POLICY
 
 
-def test_one_batch_matches_sentence_transformers(embedder: Embedder) -> None:
-    texts = ["When did Caroline go to the support group?", "hi", "a longer sentence " * 40]
-    expected = embedder._model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+def test_one_batch_matches_sentence_transformers(embedder: Embedder, reference: Any) -> None:
+    texts = ["When did Caroline go to the support group?", "hi", "a longer sentence " * 90]
+    expected = reference.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
     for i, text in enumerate(texts):
         one = embedder.encode([text])
         assert one.dtype == np.float32 and one.shape == (1, embedder.dimension)
@@ -43,11 +56,13 @@ def test_one_batch_matches_sentence_transformers(embedder: Embedder) -> None:
     np.testing.assert_allclose(embedder.encode(texts), expected, atol=1e-5)
 
 
-def test_more_than_a_batch_still_goes_through_sentence_transformers(embedder: Embedder) -> None:
-    texts = [f"question number {i}" for i in range(embedder._batch + 3)]
+def test_many_texts_come_back_in_their_order(embedder: Embedder, reference: Any) -> None:
+    """Texts of many lengths are encoded in slices sorted by length; each row is its text's."""
+    texts = [f"question number {i} " + "and more " * (i % 7) for i in range(70)]
     vectors = embedder.encode(texts)
     assert vectors.shape == (len(texts), embedder.dimension)
-    np.testing.assert_allclose(vectors[-1], embedder.encode([texts[-1]])[0], atol=1e-5)
+    expected = reference.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    np.testing.assert_allclose(vectors, expected, atol=1e-5)
 
 
 def test_a_question_is_encoded_while_an_ingest_batch_holds_the_model(embedder: Embedder) -> None:
@@ -64,11 +79,13 @@ def test_a_question_is_encoded_while_an_ingest_batch_holds_the_model(embedder: E
     np.testing.assert_allclose(done[0][0], expected, atol=1e-5)
 
 
-def test_questions_and_batches_on_many_threads_all_get_their_vectors(embedder: Embedder) -> None:
+def test_questions_and_batches_on_many_threads_all_get_their_vectors(
+    embedder: Embedder, reference: Any
+) -> None:
     """The tokenizer is shared and refuses a second caller inside it: every path takes its
     lock, so concurrent questions and batches never fail."""
     texts = [f"Melanie painted a lake on day {i} of the summer" for i in range(12)]
-    expected = embedder._model.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
+    expected = reference.encode(texts, normalize_embeddings=True, convert_to_numpy=True)
     failures: list[BaseException] = []
     results: dict[int, np.ndarray] = {}
 
