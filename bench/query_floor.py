@@ -8,7 +8,9 @@ Also in the task: recall with the paper's keyword Jaccard in place of BM25 (the 
 so the lexical channel's cost shows as a difference within the run, beside its own stage;
 and recall with the question's embedding as it is (`retrieval.nameless_weight=0`), so the
 cost of the question vector's projection away from the named participants (their vectors
-cached since the warm-up) shows the same way.
+cached since the warm-up) shows the same way. And the graph stage's own time in the task,
+and the embedded ingest of the conversation against its floor: the embedding model alone over
+the same fact texts in the ingest's batches, right after it in the same process.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.ingest import ingest_jobs
+from bench.ingest import embedded_batches, embedding_only, ingest_jobs
 from bench.locomo import load_conversations
 from common.retrieval.search import search
 from common.store import records
@@ -73,9 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         client = Producer(app, coord.jobs, coord.sequence)
         tenant = settings.tenant
         records.create_space(ctx.store, tenant, conv.name)
-        seconds, _ = ingest_jobs(
-            client, tenant, [(conv.name, s) for s in conv.sessions.sessions], "ingest", True
-        )
+        items = [(conv.name, s) for s in conv.sessions.sessions]
+        seconds, totals = ingest_jobs(client, tenant, items, "ingest", True)
+        batches = embedded_batches(ctx, items)
+        floor = embedding_only(embedder.encode, batches) if batches else None
         questions = [qa["question"] for _, qa in conv.questions[: args.questions]]
         for q in questions[:5]:  # warm the worker, the space index and every code path
             client.search(tenant, conv.name, q, mode=args.mode)
@@ -100,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                 samples.setdefault("in_task", []).append((time.perf_counter() - started) * 1000)
                 samples.setdefault("encode_in_task", []).append(result.timings_ms["embedding"])
                 samples.setdefault("lexical_in_task", []).append(result.timings_ms["lexical"])
+                samples.setdefault("graph_in_task", []).append(result.timings_ms.get("graph", 0.0))
                 for name, alternate in alternates.items():
                     ctx.settings = alternate  # the worker is idle: nothing else reads it now
                     try:
@@ -124,6 +128,12 @@ def main(argv: list[str] | None = None) -> int:
             "command": " ".join(["python -m bench.query_floor", *sys.argv[1:]]),
             "conversation": conv.name,
             "ingest_s": round(seconds, 2),
+            # the embedded ingest's rate against the model alone over the same texts, in
+            # the same process right after it (bench/ingest.py)
+            "ingest": {
+                "facts_in": totals.facts_in,
+                **(floor.as_fields(totals.facts_in, seconds) if floor is not None else {}),
+            },
             "mode": args.mode,
             "questions": len(questions),
             "samples_each": len(samples["in_task"]),

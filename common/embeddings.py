@@ -15,6 +15,7 @@ import numpy as np
 
 from common.onnx_embedder import OnnxEmbedder, OnnxUnsupported
 from common.onnx_embedder import supported as onnx_supported
+from common.priority import answering_here, questions
 from common.settings import EmbeddingSettings
 
 if TYPE_CHECKING:
@@ -208,13 +209,14 @@ class Embedder:
         return int(measure() or 0)
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """Embeddings of `texts` as an (n, d) float32 array with unit rows. A single text (a
-        question) goes straight through the model beside whatever encode is under way:
+        """Embeddings of `texts` as an (n, d) float32 array with unit rows. A single text, or
+        texts a question needs (common/priority.py), go straight through the model beside
+        whatever encode is under way:
         joining the shared encodes would make it wait for a batch of an ingest's facts, and
         then for the model's lock through each of the next batch's passes."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        if len(texts) == 1:
+        if len(texts) == 1 or answering_here():
             return self._forward(texts)
         return self._coalesced.encode(texts)
 
@@ -241,14 +243,17 @@ class Embedder:
 
     def _encode_all(self, texts: list[str]) -> np.ndarray:
         """The shared encodes' texts, one caller's or several's, sorted by length in slices of
-        `SLICE` (a short fact is not padded to a long one's length), one pass at a time."""
+        `SLICE` (a short fact is not padded to a long one's length), one pass at a time, each
+        after the questions in flight in this process (common/priority.py)."""
         if len(texts) <= SLICE:
+            questions.checkpoint()
             with self._lock:
                 return self._forward(texts)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for at in range(0, len(order), SLICE):
             rows = order[at : at + SLICE]
+            questions.checkpoint()
             with self._lock:
                 out[rows] = self._forward([texts[i] for i in rows])
         return out

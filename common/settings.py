@@ -214,6 +214,13 @@ class BrokerSettings(BaseModel):
         "consumes `query` beside other queues, so no question waits behind a commit "
         "(workers/query_slots.py); 0 (the default): questions share the main pool",
     )
+    question_yield_s: float = Field(
+        default=0.1,
+        ge=0,
+        description="while a question is answered in a process, that process's encodes and "
+        "commits wait at their next step for it to end, this long at most "
+        "(common/priority.py); 0: they never wait",
+    )
     lock_ttl_ms: int = Field(
         default=30_000,
         ge=3000,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 from common.context import MemoryContext
+from common.priority import questions
 from common.settings import Settings, get_settings
 from common.store.coordination.roles import Coordination
 from workers.wiring import build_context
@@ -44,6 +45,7 @@ def context() -> MemoryContext:
         if _context is None:
             _context = build_context(settings())
             _context.versions = coord.versions
+            questions.longest_wait = settings().broker.question_yield_s
         return _context
 
 

@@ -24,6 +24,7 @@ from common.models.drafts import DraftFact
 from common.models.memory import Fact, FactSource, FactTime
 from common.models.plan import Plan, unpack_vector
 from common.models.session import SessionRecord, SessionStatus
+from common.priority import questions
 from common.store import records
 from common.store.base import Kind
 from common.store.space_index import SpaceIndex
@@ -110,6 +111,7 @@ def commit_facts(
             for draft in drafts:
                 if draft.id not in vectors or draft.id in index.facts:
                     continue  # committed by an earlier run of this stage
+                questions.checkpoint()
                 touched |= _commit_draft(index, draft, vectors[draft.id], changes, stats)
         finally:
             index.facts.unprime()

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from common.errors import AtomMemError, failure
 from common.llm import budget
 from common.models.jobs import QueryPayload
+from common.priority import questions
 from common.queues import Queue, TaskName
 from common.retrieval.pending import pending_sessions
 from common.retrieval.search import ask as ask_memory
@@ -40,19 +41,21 @@ def _answer(payload: dict[str, Any], run: Callable[..., BaseModel]) -> dict[str,
     p = QueryPayload.model_validate(payload)
     observe_wait(Queue.QUERY, p.enqueued_at)
     ctx, coord = runtime.context(), runtime.coordination()
-    try:
-        pending = pending_sessions(ctx.store, coord.jobs, coord.sequence, p.tenant, p.space)
-        with budget.deadline_scope(p.reply_by):  # no model call once the caller is gone
-            reply = run(
-                ctx=ctx,
-                tenant=p.tenant,
-                space=p.space,
-                question=p.question,
-                k=p.k,
-                mode=p.mode,
-                explain=p.explain,
-                pending=pending,
-            )
-    except AtomMemError as exc:
-        return failure(exc)
+    # background work in this process steps aside while the question runs (common/priority.py)
+    with questions.answering():
+        try:
+            pending = pending_sessions(ctx.store, coord.jobs, coord.sequence, p.tenant, p.space)
+            with budget.deadline_scope(p.reply_by):  # no model call once the caller is gone
+                reply = run(
+                    ctx=ctx,
+                    tenant=p.tenant,
+                    space=p.space,
+                    question=p.question,
+                    k=p.k,
+                    mode=p.mode,
+                    explain=p.explain,
+                    pending=pending,
+                )
+        except AtomMemError as exc:
+            return failure(exc)
     return reply.model_dump(mode="json")
