@@ -44,6 +44,8 @@ case "${1:-}" in
   test)
     setup
     setup_llm_tier
+    # The embedder's ONNX graph exported once up front, not by the first test's processes
+    "$VENV/bin/python" -m common.onnx_embedder >/dev/null
     shift
     exec "$VENV/bin/python" -m pytest "$@"
     ;;
