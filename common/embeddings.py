@@ -257,3 +257,17 @@ class Embedder:
             with self._lock:
                 out[rows] = self._forward([texts[i] for i in rows])
         return out
+
+
+def main() -> None:
+    """`python -m common.embeddings`: load the configured embedder once, which exports its
+    ONNX graph into the cache if it is not there yet, so that no later process pays for it
+    on its first encode."""
+    from common.settings import get_settings
+
+    embedder = Embedder(get_settings().embedding)
+    print(f"embedder ready on {embedder.runtime}")
+
+
+if __name__ == "__main__":
+    main()

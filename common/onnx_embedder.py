@@ -175,24 +175,3 @@ class OnnxEmbedder:
 
     def run(self, texts: list[str]) -> np.ndarray:
         return self._session.run(texts)
-
-
-def main() -> None:
-    """`python -m common.onnx_embedder`: export the configured model's graph into the cache
-    now (once per cache directory), so that no process pays for it on its first encode."""
-    from common.embeddings import packaged_model_path
-    from common.settings import get_settings
-
-    cfg = get_settings().embedding
-    path = cfg.model_path or packaged_model_path()
-    if not supported(path):
-        print(f"{path}: not a pipeline the ONNX graph reproduces; it runs on PyTorch")
-        return
-    graph = cfg.cache_dir / f"embedder-{_fingerprint(path)}.onnx"
-    if not graph.exists():
-        export(path, graph)
-    print(graph)
-
-
-if __name__ == "__main__":
-    main()

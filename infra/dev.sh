@@ -45,7 +45,7 @@ case "${1:-}" in
     setup
     setup_llm_tier
     # The embedder's ONNX graph exported once up front, not by the first test's processes
-    "$VENV/bin/python" -m common.onnx_embedder >/dev/null
+    "$VENV/bin/python" -m common.embeddings >/dev/null
     shift
     exec "$VENV/bin/python" -m pytest "$@"
     ;;
