@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from common.context import MemoryContext
 from common.errors import SessionConflict
-from common.memory.commit import resume
 from common.models.session import SessionInput, SessionRecord
 from common.store import records
 
@@ -15,9 +14,15 @@ def session_hash(session: SessionInput) -> str:
 
 def accept(
     ctx: MemoryContext, tenant: str, space: str, session: SessionInput, job_id: str | None = None
-) -> tuple[SessionRecord, bool]:
-    """The session's record (existing, resumed, or new and not yet stored) and whether it
-    still needs work. A session id already stored with other content is refused."""
+) -> tuple[SessionRecord, bool, bool]:
+    """The session's record, whether it still needs work, and whether it is new (not stored
+    yet). A session id already stored with other content is refused.
+
+    A stored record is returned as read: it is never resumed or written here. This runs
+    without the space's lock, and the lock's holder may be committing that very session: a
+    record written back (or a plan applied) from this read could put the session a stage
+    behind the holder's work, and the session would be committed or profiled again. A
+    recorded plan is finished by the next drain, under the lock."""
     digest = session_hash(session)
     existing = records.get_session(ctx.store, tenant, space, session.session_id)
     if existing is not None:
@@ -26,8 +31,7 @@ def accept(
                 f"session {session.session_id!r} is already in space {space!r} with different "
                 "content; delete it before submitting a changed version"
             )
-        existing = resume(ctx, existing)
-        return existing, existing.status != "done"
+        return existing, existing.status != "done" or existing.plan is not None, False
     record = SessionRecord(
         tenant=tenant,
         space=space,
@@ -37,7 +41,7 @@ def accept(
         status="accepted",
         job_id=job_id,
     )
-    return record, True
+    return record, True, True
 
 
 def note_participants(ctx: MemoryContext, tenant: str, space: str, session: SessionInput) -> None:

@@ -153,7 +153,9 @@ def accept_stage(
     if not _same_session(stored, payload):
         return None  # not the payload the job was accepted with: it must never replace it
     records.require_space(ctx.store, payload.tenant, payload.space)
-    record, pending = accept(ctx, payload.tenant, payload.space, payload.session, payload.job_id)
+    record, pending, new = accept(
+        ctx, payload.tenant, payload.space, payload.session, payload.job_id
+    )
     if not pending:
         coord.sequence.unregister(payload.tenant, payload.space, payload.session.session_id)
         job = coord.jobs.get_job(payload.tenant, payload.job_id)
@@ -164,9 +166,9 @@ def accept_stage(
                 payload.tenant, payload.job_id, state="done", counts={}, unchanged=True
             )
         return None
-    if record.status == "accepted":
+    if new:
         records.put_session(ctx.store, record)
-    if record.status != "accepted":
+    elif record.status != "accepted" or record.plan is not None:
         coord.jobs.update_job(payload.tenant, payload.job_id, state="committing")
         return []  # extraction already committed; the drain takes it from here
     again = coord.jobs.job_payload(payload.tenant, payload.job_id)
@@ -176,7 +178,9 @@ def accept_stage(
         # the new job is left alone.
         _drop_record(ctx, payload, record.content_hash)
         return None
-    coord.jobs.update_job(payload.tenant, payload.job_id, state="extracting")
+    job = coord.jobs.update_job(payload.tenant, payload.job_id, state="extracting")
+    if job is None or job.state in FINISHED:
+        return None  # a stale read: the lock's holder finished the session meanwhile
     parked = coord.chunks.parked(payload.tenant, payload.space, payload.session.session_id)
     todo = extract_payloads(ctx, payload.job_id, payload.tenant, payload.space, payload.session)
     return [p for p in todo if p.chunk not in parked]  # none left: the drain takes it over

@@ -171,7 +171,7 @@ def test_an_accept_killed_after_storing_for_an_erased_job_is_cleaned_on_redelive
     assert record is None
     from common.memory.ingest import accept
 
-    stored, _ = accept(ctx, "t", "s", payload.session, payload.job_id)
+    stored, _, _ = accept(ctx, "t", "s", payload.session, payload.job_id)
     records.put_session(ctx.store, stored)  # what the killed accept left
     coord.jobs.update_job("t", payload.job_id, state="extracting")  # a failed job stays failed
     assert accept_stage(ctx, coord, payload) is None  # the redelivery

@@ -22,6 +22,7 @@ from common.memory.stages import (
     profile_stage,
 )
 from common.models.jobs import AcceptPayload, ExtractPayload, Job
+from common.models.plan import Plan
 from common.models.session import SessionInput, Turn
 from common.store import records
 from common.store.coordination.chunks import ChunkParking
@@ -277,3 +278,53 @@ def test_a_profile_batch_never_finishes_a_head_that_was_not_committed(tmp_path: 
     assert stored is not None and stored.status == "accepted"
     job = coord.jobs.get_job("t", "j1")
     assert job is not None and job.state != "done"
+
+
+def test_an_accept_sent_again_while_its_session_commits_never_sets_it_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep sent a job waiting in a long backlog again; its accept read the session
+    record (accepted) just before the lock's holder committed and profiled the session. The
+    accept must not write that read back: the session would be committed and profiled a
+    second time (a profile's history held one session's candidates twice)."""
+    ctx = make_ctx(tmp_path)
+    rec = REC.model_copy(update={"content_hash": session_hash(REC.session)})
+    coord = queued_head(ctx, rec, tmp_path / "c.sqlite")
+    coord.jobs.put_job(coord.jobs.get_job("t", "j1"), _accept(REC.session).model_dump_json())  # type: ignore[arg-type]
+    _park(coord.chunks, 0, 1, ["Ann adopted a cat.", "Ann moved to Oslo."])
+    real_get = records.get_session
+    raced: list[bool] = []
+
+    def read_then_the_holder_finishes(*args: object) -> object:
+        read = real_get(*args)  # type: ignore[arg-type]
+        if not raced:
+            raced.append(True)
+            assert drain_stage(ctx, coord, "t", "s") == Next.PROFILE
+            assert profile_stage(ctx, coord, "t", "s", "s1") == Next.DRAIN
+        return read
+
+    monkeypatch.setattr(records, "get_session", read_then_the_holder_finishes)
+    assert not accept_stage(ctx, coord, _accept(REC.session))  # nothing left to extract
+    monkeypatch.undo()
+    stored = records.get_session(ctx.store, "t", "s", "s1")
+    assert stored is not None and stored.status == "done"
+    job = coord.jobs.get_job("t", "j1")
+    assert job is not None and job.state == "done" and job.counts["facts_in"] == 2
+    assert coord.sequence.head("t", "s") is None
+    assert drain_stage(ctx, coord, "t", "s") == Next.NOTHING  # nothing to commit again
+
+
+def test_an_accept_leaves_a_recorded_plan_to_the_locked_drain(tmp_path: Path) -> None:
+    """A stage recorded its plan and was interrupted (or is applying it now, under the lock):
+    the accept sent again neither applies the plan nor rewrites the record."""
+    ctx = make_ctx(tmp_path)
+    rec = REC.model_copy(update={"content_hash": session_hash(REC.session)})
+    coord = queued_head(ctx, rec, tmp_path / "c.sqlite")
+    coord.jobs.put_job(coord.jobs.get_job("t", "j1"), _accept(REC.session).model_dump_json())  # type: ignore[arg-type]
+    planned = rec.model_copy(
+        update={"status": "committing", "job_id": "j1", "plan": Plan(points=[])}
+    )
+    records.put_session(ctx.store, planned)
+    assert accept_stage(ctx, coord, _accept(REC.session)) == []
+    assert records.get_session(ctx.store, "t", "s", "s1") == planned
+    assert coord.jobs.get_job("t", "j1").state == "committing"  # type: ignore[union-attr]
