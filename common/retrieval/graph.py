@@ -7,7 +7,6 @@ query makes no store round trip for its neighbours.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -66,6 +65,7 @@ class GraphResult:
 
 
 _EXPAND_BATCH = 8
+_PLAIN_ROWS_KEPT = 20_000
 
 
 def _cap_rows(
@@ -120,6 +120,9 @@ class Channels:
         )
         self.event = self._event_edges(index, cfg, id_rank)
         self.turn = self._turn_edges(index, cfg, id_rank)
+        # The entity row of a fact none of whose keywords is in the query does not depend on
+        # the query (only a query keyword's ω does): kept, per row, once a query computed it.
+        self.plain_entity_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     @staticmethod
     def _event_edges(index: SpaceIndex, cfg: GraphSettings, id_rank: np.ndarray) -> sp.csr_matrix:
@@ -222,6 +225,11 @@ class LocalGraph:
                 omega[j] = keyword_weight(int(ch.df[j]), ch.live, True, cfg)
         omega[omega <= cfg.edge_epsilon] = 0.0
         self._omega = omega
+        self._query_columns = np.zeros(len(ch.keywords), dtype=bool)
+        for kw in self.query:
+            j = ch.keywords.get(kw)
+            if j is not None:
+                self._query_columns[j] = True
 
     def weight(self, keyword: str) -> float:
         """ω(k) of this query for a keyword of the space."""
@@ -294,6 +302,29 @@ class LocalGraph:
             i.astype(np.int64), j.astype(np.int64), w, cap, self._arrays.id_rank, shape
         )
 
+    def entity_of(self, rows: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """`entity_rows` of each of `rows` as its (columns, weights), heaviest first. A row
+        none of whose keywords is in the query is the same for every query: it is read from
+        (or kept in) the index state's plain rows, up to `_PLAIN_ROWS_KEPT` of them."""
+        ch = self._channels
+        inc = ch.incidence
+        plain = [
+            not self._query_columns[inc.indices[inc.indptr[r] : inc.indptr[r + 1]]].any()
+            for r in rows
+        ]
+        kept = ch.plain_entity_rows
+        cached = {r: v for r, p in zip(rows, plain, strict=True) if p and (v := kept.get(r))}
+        missing = [r for r in rows if r not in cached]
+        found: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        if missing:
+            matrix = self.entity_rows(missing)
+            for pos, r in enumerate(missing):
+                found[r] = _row(matrix, pos)
+            if len(kept) > _PLAIN_ROWS_KEPT:
+                kept.clear()  # a bound on memory: rows queried since the space last changed
+            kept.update((r, found[r]) for r, p in zip(rows, plain, strict=True) if p and r in found)
+        return [cached[r] if r in cached else found[r] for r in rows]
+
     def entity_neighbours(self, row: int) -> dict[int, float]:
         return _row_dict(self.entity_rows([row]), 0)
 
@@ -302,6 +333,27 @@ class LocalGraph:
 
     def turn_neighbours(self, row: int) -> dict[int, float]:
         return _row_dict(self._channels.turn, row)
+
+    def _ranked_neighbours(
+        self, entity: tuple[np.ndarray, np.ndarray], row: int, rhos: tuple[float, ...]
+    ) -> list[int]:
+        """A node's neighbours over the three channels, by Σ_c ρ_c · its row-normalised edge
+        weight (the channels added in order), heaviest first, ties by fact id."""
+        ch = self._channels
+        columns, shares = [], []
+        for rho, (indices, data) in zip(
+            rhos, (entity, _row(ch.event, row), _row(ch.turn, row)), strict=True
+        ):
+            if indices.size:
+                columns.append(indices)
+                shares.append(rho * data / data.sum())
+        if not columns:
+            return []
+        ids, where = np.unique(np.concatenate(columns), return_inverse=True)
+        combined = np.bincount(where, weights=np.concatenate(shares))
+        order = np.lexsort((self._arrays.id_rank[ids], -combined))
+        ranked: list[int] = ids[order].tolist()
+        return ranked
 
     def local_entity_matrix(self, local: list[int]) -> sp.csr_matrix:
         """Entity edges among the local nodes: Σ ω(k) over shared keywords, person-gated,
@@ -315,7 +367,6 @@ class LocalGraph:
         """Expand ≤ max_hops from the seeds up to max_local_nodes, then RWR."""
         cfg = self.cfg
         ch = self._channels
-        id_rank = self._arrays.id_rank
         nodes: dict[int, int] = {}
         for row in seed_rows:
             nodes.setdefault(row, len(nodes))
@@ -328,22 +379,11 @@ class LocalGraph:
                 if len(nodes) >= cfg.max_local_nodes:
                     break
                 batch = frontier[at : at + _EXPAND_BATCH]
-                entity = self.entity_rows(batch)
+                entity = self.entity_of(batch)
                 for f, row in enumerate(batch):
                     if len(nodes) >= cfg.max_local_nodes:
                         break
-                    channels = ((entity, f), (ch.event, row), (ch.turn, row))
-                    combined: dict[int, float] = defaultdict(float)
-                    for rho, (matrix, r) in zip(rhos, channels, strict=True):
-                        lo, hi = matrix.indptr[r], matrix.indptr[r + 1]
-                        if hi == lo:
-                            continue
-                        share = rho * matrix.data[lo:hi] / matrix.data[lo:hi].sum()
-                        for v, w in zip(
-                            matrix.indices[lo:hi].tolist(), share.tolist(), strict=True
-                        ):
-                            combined[v] += w
-                    for v in sorted(combined, key=lambda x: (-combined[x], id_rank[x])):
+                    for v in self._ranked_neighbours(entity[f], row, rhos):
                         if len(nodes) >= cfg.max_local_nodes:
                             break
                         if v not in nodes:
@@ -405,6 +445,11 @@ def _submatrix(matrix: sp.csr_matrix, local: np.ndarray) -> sp.csr_matrix:
     np.cumsum(np.bincount(rows, minlength=local.size), out=indptr[1:])
     shape = (local.size, local.size)
     return sp.csr_matrix((matrix.data[take][keep], columns[keep], indptr), shape=shape)
+
+
+def _row(matrix: sp.csr_matrix, row: int) -> tuple[np.ndarray, np.ndarray]:
+    lo, hi = matrix.indptr[row], matrix.indptr[row + 1]
+    return matrix.indices[lo:hi], matrix.data[lo:hi]
 
 
 def _row_dict(matrix: sp.csr_matrix, row: int) -> dict[int, float]:

@@ -1,4 +1,4 @@
-"""Channel mixing and random walk with restart on a sparse local graph (Eq. 7-11)."""
+"""Channel mixing and random walk with restart on a local graph (Eq. 7-11)."""
 
 from __future__ import annotations
 
@@ -8,35 +8,32 @@ import numpy as np
 import scipy.sparse as sp
 
 
-def _scale_rows(matrix: sp.csr_matrix, factors: np.ndarray) -> sp.csr_matrix:
-    """diag(factors) @ matrix, on the CSR arrays directly."""
-    data = matrix.data * np.repeat(factors, np.diff(matrix.indptr))
-    return sp.csr_matrix((data, matrix.indices, matrix.indptr), shape=matrix.shape)
-
-
-def row_normalize(matrix: sp.csr_matrix) -> sp.csr_matrix:
-    """Each non-empty row scaled to sum 1; empty rows stay empty."""
-    matrix = sp.csr_matrix(matrix)
-    sums = np.asarray(matrix.sum(axis=1)).ravel()
-    inv = np.divide(1.0, sums, out=np.zeros_like(sums, dtype=np.float64), where=sums > 0)
-    return _scale_rows(matrix, inv)
-
-
-def mix_channels(channels: Sequence[sp.csr_matrix], rhos: Sequence[float]) -> sp.csr_matrix:
+def mix_channels(channels: Sequence[sp.csr_matrix], rhos: Sequence[float]) -> np.ndarray:
     """P = Σ_c ρ'_c(i) · Ŵ_c with Ŵ_c row-normalised and, for each node i, the priors ρ
-    renormalised over the channels in which i has edges (Eq. 7-8)."""
-    matrices = [sp.csr_matrix(c) for c in channels]
-    sums = np.stack([np.asarray(m.sum(axis=1)).ravel() for m in matrices], axis=1)
+    renormalised over the channels in which i has edges (Eq. 7-8).
+
+    P is dense: a local graph has at most a few hundred nodes (graph.max_local_nodes), where
+    a dense array costs less to build and to walk than sparse matrices' bookkeeping. The
+    channels are added in order, entry by entry, as their sparse sum would add them."""
+    n = channels[0].shape[0]
+    sums = np.zeros((n, len(channels)))
+    for c, matrix in enumerate(channels):
+        np.add.at(sums[:, c], _row_of_entries(matrix), matrix.data)
     present = sums > 0
     weights = present * np.asarray(rhos, dtype=np.float64)
     totals = weights.sum(axis=1, keepdims=True)
     weights = np.divide(weights, totals, out=np.zeros_like(weights), where=totals > 0)
-    # ρ'_c(i) / Σ_j W_c[i, j] scales row i of channel c; one pass over each channel's entries
+    # ρ'_c(i) / Σ_j W_c[i, j] scales row i of channel c
     factors = np.divide(weights, sums, out=np.zeros_like(weights), where=present)
-    mixed = _scale_rows(matrices[0], factors[:, 0])
-    for c in range(1, len(matrices)):
-        mixed = mixed + _scale_rows(matrices[c], factors[:, c])
-    return sp.csr_matrix(mixed)
+    mixed = np.zeros((n, n))
+    for c, matrix in enumerate(channels):
+        rows = _row_of_entries(matrix)
+        mixed[rows, matrix.indices] += matrix.data * factors[rows, c]  # no pair twice in one
+    return mixed
+
+
+def _row_of_entries(matrix: sp.csr_matrix) -> np.ndarray:
+    return np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
 
 
 def restart_vector(scores: np.ndarray, power: float) -> np.ndarray:
@@ -50,12 +47,13 @@ def restart_vector(scores: np.ndarray, power: float) -> np.ndarray:
 
 
 def random_walk_with_restart(
-    transition: sp.csr_matrix, restart: np.ndarray, eta: float, max_iter: int, tol: float
+    transition: np.ndarray, restart: np.ndarray, eta: float, max_iter: int, tol: float
 ) -> np.ndarray:
     """r = η p + (1 − η)(Pᵀ r + d(r) p), where d(r) is the mass on dangling nodes (rows of P
-    with no edges), sent back to the restart vector (Eq. 10-11). Power iteration."""
-    dangling = np.asarray(transition.sum(axis=1)).ravel() == 0
-    transposed = transition.T.tocsr()
+    with no edges), sent back to the restart vector (Eq. 10-11). Power iteration on the
+    dense P of `mix_channels`."""
+    dangling = ~transition.any(axis=1)
+    transposed = np.ascontiguousarray(transition.T)
     r = restart.copy()
     for _ in range(max_iter):
         nxt = eta * restart + (1.0 - eta) * (transposed @ r + r[dangling].sum() * restart)

@@ -19,7 +19,6 @@ from common.retrieval.ppr import (
     mix_channels,
     random_walk_with_restart,
     restart_vector,
-    row_normalize,
 )
 from common.settings import GraphSettings
 
@@ -28,10 +27,10 @@ CFG = GraphSettings()
 
 def test_rwr_matches_the_closed_form_without_dangling_nodes() -> None:
     w = np.array([[0, 2, 1], [1, 0, 1], [3, 1, 0]], dtype=float)
-    p_mat = row_normalize(sp.csr_matrix(w))
+    p_mat = w / w.sum(axis=1, keepdims=True)
     restart = np.array([0.7, 0.3, 0.0])
     eta = 0.34
-    closed = eta * np.linalg.solve(np.eye(3) - (1 - eta) * p_mat.toarray().T, restart)
+    closed = eta * np.linalg.solve(np.eye(3) - (1 - eta) * p_mat.T, restart)
     r = random_walk_with_restart(p_mat, restart, eta, max_iter=500, tol=1e-12)
     np.testing.assert_allclose(r, closed, atol=1e-9)
     assert r.sum() == pytest.approx(1.0)
@@ -39,12 +38,12 @@ def test_rwr_matches_the_closed_form_without_dangling_nodes() -> None:
 
 def test_dangling_mass_returns_to_the_restart_vector() -> None:
     # node 2 has no out-edges: its mass goes back to p, so total mass stays 1
-    p_mat = sp.csr_matrix(np.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]], dtype=float))
+    p_mat = np.array([[0, 1, 0], [0, 0, 1], [0, 0, 0]], dtype=float)
     restart = np.array([1.0, 0.0, 0.0])
     eta = 0.34
     r = random_walk_with_restart(p_mat, restart, eta, max_iter=1000, tol=1e-14)
     # closed form with the dangling row replaced by the restart distribution
-    fixed = p_mat.toarray()
+    fixed = p_mat.copy()
     fixed[2] = restart
     closed = eta * np.linalg.solve(np.eye(3) - (1 - eta) * fixed.T, restart)
     np.testing.assert_allclose(r, closed, atol=1e-9)
@@ -52,7 +51,7 @@ def test_dangling_mass_returns_to_the_restart_vector() -> None:
 
 
 def test_rwr_stops_at_max_iter() -> None:
-    p_mat = row_normalize(sp.csr_matrix(np.array([[0, 1.0], [1.0, 0]])))
+    p_mat = np.array([[0, 1.0], [1.0, 0]])
     r1 = random_walk_with_restart(p_mat, np.array([1.0, 0.0]), 0.34, max_iter=1, tol=0.0)
     np.testing.assert_allclose(r1, [0.34, 0.66])
 
@@ -61,7 +60,7 @@ def test_channels_are_row_normalised_and_mixed_with_per_node_renormalised_priors
     entity = sp.csr_matrix(np.array([[0, 2, 2], [1, 0, 0], [0, 0, 0]], dtype=float))
     event = sp.csr_matrix(np.array([[0, 0, 5], [0, 0, 0], [1, 0, 0]], dtype=float))
     turn = sp.csr_matrix((3, 3))
-    mixed = mix_channels([entity, event, turn], [0.45, 0.40, 0.15]).toarray()
+    mixed = mix_channels([entity, event, turn], [0.45, 0.40, 0.15])
     # node 0 has entity and event edges: priors 0.45/0.85 and 0.40/0.85
     np.testing.assert_allclose(
         mixed[0], [0, 0.45 / 0.85 * 0.5, 0.45 / 0.85 * 0.5 + 0.40 / 0.85 * 1.0]
@@ -304,6 +303,41 @@ def test_entity_rows_read_heaviest_first_keep_the_cap_of_every_candidate() -> No
         id_rank = index.fact_arrays().id_rank
         want = _cap_rows(i, j, w, cap, id_rank, (len(rows), 600)).toarray()
         assert np.array_equal(graph.entity_rows(rows).toarray(), want)
+
+
+def test_entity_rows_of_facts_without_a_query_keyword_are_kept_until_the_space_changes() -> None:
+    """A fact none of whose keywords is in the query has the same entity row for every
+    query: the next query reads it as kept; a row with a query keyword is computed with that
+    query's weights; a change to the space starts over."""
+    from common.retrieval.graph import LocalGraph
+    from common.store.space_index import SpaceIndex
+
+    rng = np.random.default_rng(3)
+    index = SpaceIndex(tenant="t", space="s", dimension=2)
+    for n in range(300):
+        k = rng.choice(8, size=int(rng.integers(1, 4)), replace=False)
+        fact = _fact(n, [f"k{x}" for x in k], [["Ann"], ["Bo"]][n % 2], n, 0)
+        index.put_fact(fact, np.array([1.0, 0.0], dtype=np.float32))
+    has = {r: set(index.facts.records[r].keywords) for r in range(300)}
+    rows = [int(r) for r in rng.choice(300, size=40, replace=False)]
+
+    def same_as_computed(graph: LocalGraph) -> list[tuple[np.ndarray, np.ndarray]]:
+        got = graph.entity_of(rows)
+        want = graph.entity_rows(rows)
+        for pos, (columns, weights) in enumerate(got):
+            lo, hi = want.indptr[pos], want.indptr[pos + 1]
+            assert np.array_equal(columns, want.indices[lo:hi])
+            assert np.array_equal(weights, want.data[lo:hi])
+        return got
+
+    first = same_as_computed(LocalGraph(index, ["k1"], CFG))
+    second = same_as_computed(LocalGraph(index, ["k2"], CFG))
+    for pos, row in enumerate(rows):
+        plain_in_both = not has[row] & {"k1", "k2"}
+        assert (second[pos][0] is first[pos][0]) == plain_in_both
+    index.put_fact(_fact(300, ["k1", "k2"], ["Ann"], 300, 0), np.array([0.0, 1.0], np.float32))
+    third = same_as_computed(LocalGraph(index, ["k2"], CFG))
+    assert not any(t[0] is s[0] for t, s in zip(third, second, strict=True))
 
 
 def test_local_submatrix_equals_scipy_indexing_entry_for_entry() -> None:
