@@ -156,7 +156,8 @@ class GraphSettings(BaseModel):
     seed_score_power: float = 5.0
     seed_rank_prior: float = 0.05
     max_neighbors_per_fact: int = 30
-    max_local_nodes: int = 180
+    # the walk's matrix is dense, max_local_nodes on a side (5,000: 200 MB)
+    max_local_nodes: int = Field(default=180, ge=1, le=5000)
     max_hops: int = 2
     query_keyword_boost: float = 2.5
     query_penalty_floor: float = 0.45
