@@ -1,9 +1,10 @@
 """Saved space indexes, so that a fresh process opens a large embedded space in seconds.
 
 Building a space's index from the store means turning every fact, event and profile (payload
-and vector) into Python objects: about 8 s for 100k facts on 2 cores. The owning process of
-an embedded store therefore keeps a copy of each large index on disk (pickled, with the graph
-structures derived from it) and the next process loads that instead.
+and vector) into Python objects: 8 s for 100k facts on 2 cores on a quiet day, 44 s on a slow
+one. The owning process of an embedded store therefore keeps a copy of each large index on
+disk (pickled, with the graph structures derived from it, each record packed on its own and
+read when first used: `common/store/packed.py`) and the next process loads that instead.
 
 A saved index is only ever used while it is known to match the store:
 - the store deletes a space's saved index *before* it writes any fact, event or profile of
@@ -38,6 +39,8 @@ def _code_stamp() -> str:
     common = Path(__file__).resolve().parents[1]
     sources = (
         "store/space_index.py",
+        "store/packed.py",
+        "postings.py",
         "models/memory.py",
         "retrieval/graph.py",
         "text/lexical.py",

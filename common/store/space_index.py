@@ -6,6 +6,7 @@ recall read this index instead (a matrix product instead of a local-mode filtere
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Hashable, Iterable
@@ -21,6 +22,7 @@ from common.settings import SimilaritySettings
 from common.similarity import TextQuery, hybrid_many
 from common.store import longlived
 from common.store.base import Kind, Store
+from common.store.packed import Records
 from common.text.keywords import match_keys
 from common.text.lexical import Bm25, document_terms, query_terms
 
@@ -54,14 +56,14 @@ class KindIndex(Generic[R]):
         self._matrix = np.zeros((64, dimension), dtype=np.float32)
         self.ids: list[str] = []
         self.rows: dict[str, int] = {}
-        self.records: list[R] = []
+        self.records: Records[R] = Records()
         self.alive = np.zeros(64, dtype=bool)
         self._kw: list[frozenset[str]] = []
         self._kw_len = np.zeros(64, dtype=np.float32)
         self.kw_postings: dict[str, Posting] = {}
         self.people_postings: dict[str, Posting] = {}
         self.lexicon = Bm25()
-        self._lexed: dict[int, tuple[str, tuple[str, ...]]] = {}  # what each row's terms are of
+        self._lexed: dict[int, bytes] = {}  # a digest of what each row's terms are of
         # the last query's lexical scores, while nothing changed: the recall stages of one
         # question read them several times
         self._lexical_memo: tuple[Hashable, np.ndarray] | None = None
@@ -114,13 +116,21 @@ class KindIndex(Generic[R]):
         self._end = np.concatenate([self._end, pad])
 
     def __getstate__(self) -> dict[str, object]:
-        """A saved index (common/store/snapshots.py) holds no per-query cache: the last
-        query's text stays in memory only."""
+        """A saved index (common/store/snapshots.py) holds no per-query cache (the last
+        query's text stays in memory only), and of the matrix only the rows in use."""
         state = dict(self.__dict__)
         state["_lexical_memo"] = None
         state["_primed"] = None
         state["_rewritten"] = set()
+        state["_matrix"] = self._matrix[: len(self.ids)]
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        used = state["_matrix"]
+        capacity = state["alive"].size  # the capacity every per-row array was saved with
+        state["_matrix"] = np.zeros((capacity, used.shape[1]), dtype=np.float32)
+        state["_matrix"][: used.shape[0]] = used
+        self.__dict__.update(state)
 
     def _unindex(self, row: int) -> None:
         self.lexicon.clear(row)
@@ -171,7 +181,7 @@ class KindIndex(Generic[R]):
             _discard(self.kw_postings, kw, row)
         for kw in kws - old_kws:
             self.kw_postings.setdefault(kw, Posting()).put(row)
-        source = (text, tuple(keywords))
+        source = _digest(text, keywords)
         if self._lexed.get(row) != source:  # a record rewritten with its text (a fact
             self._lexed[row] = source  # joining an event) keeps its terms
             self.lexicon.set(row, document_terms(text, keywords))
@@ -193,7 +203,7 @@ class KindIndex(Generic[R]):
         self.mutations += 1
         self._unindex(row)
         self.alive[row] = False
-        self.records[row] = cast(R, None)
+        self.records[row] = None
         self._kw[row] = frozenset()
         self._kw_len[row] = 0
         self._matrix[row] = 0.0
@@ -382,6 +392,13 @@ def _discard(postings: dict[str, Posting], key: str, row: int) -> None:
         rows.drop(row)
         if not rows:
             del postings[key]
+
+
+def _digest(text: str, keywords: Iterable[str]) -> bytes:
+    """What a row's BM25 terms are made of, in 16 bytes (a saved index keeps no second copy
+    of every text)."""
+    joined = "\x1f".join([str(len(text)), text, *keywords])
+    return hashlib.blake2b(joined.encode(), digest_size=16).digest()
 
 
 def _key(vector: np.ndarray) -> bytes:
