@@ -21,6 +21,7 @@ from typing import Any
 from celery import Task
 from celery.exceptions import Retry
 
+from common.celery_config import redacted_reprs
 from common.llm.budget import BudgetShort
 from common.models.jobs import TaskPayload
 from common.observability import tracing
@@ -85,7 +86,10 @@ def _entry(step: Step, trace: dict[str, str]) -> dict[str, Any]:
 def _send_next(lane: Queue, count: int) -> None:
     body = TaskPayload(enqueued_at=time.time()).model_dump(mode="json")
     for _ in range(count):
-        app.send_task(NEXT[lane].value, kwargs={"payload": body}, priority=LANE_PRIORITY)
+        kwargs = {"payload": body}
+        app.send_task(
+            NEXT[lane].value, kwargs=kwargs, priority=LANE_PRIORITY, **redacted_reprs(kwargs)
+        )
 
 
 def lease_s() -> float:
