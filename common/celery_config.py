@@ -76,7 +76,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # A task-sent event carries the arguments' repr before any signal can redact it;
         # Flower still sees every task from its task-received event on.
         "task_send_sent_event": False,
-        "worker_send_task_events": True,
+        # Task events are for monitors on a broker (Flower); nothing outside the process can
+        # read the embedded mode's in-memory one, where each task sent three for nobody.
+        "worker_send_task_events": not embedded,
         "result_expires": settings.pipeline.job_ttl_s,
         "result_extended": False,
     }

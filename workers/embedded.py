@@ -128,14 +128,13 @@ class EmbeddedResults(CacheBackend):  # type: ignore[misc]
 
 
 def embedded_config() -> dict[str, Any]:
-    """What the embedded mode changes in the shared Celery configuration. No task events:
-    they are for monitors (Flower) on a broker, and nothing outside the process can read an
-    in-memory one; each task sent three into it for nobody."""
+    """What the embedded mode changes in the shared Celery configuration. (A key that
+    `celery_config` also sets must be decided there: the app's configure hook applies
+    `celery_config` again when the app is first configured, after an update made before.)"""
     return {
         "broker_transport": f"{__name__}:EmbeddedTransport",
         "result_backend": f"{__name__}:EmbeddedResults",
         "cache_backend": "memory",
-        "worker_send_task_events": False,
     }
 
 
