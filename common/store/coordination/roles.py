@@ -16,7 +16,7 @@ from common.store.coordination.journal import Journal
 from common.store.coordination.locks import RedisLocks, SpaceLocks, SqliteLocks
 from common.store.coordination.sequence import RedisSequence, SpaceSequence, SqliteSequence
 from common.store.coordination.versions import RedisVersions, SqliteVersions, VersionCounter
-from common.store.coordination.waits import RedisWaits, SqliteWaits, WaitSamples
+from common.store.coordination.waits import LocalWaits, RedisWaits, WaitSamples
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,7 @@ class Coordination:
     def sqlite(cls, path: Path, max_hold_s: float = 3600.0) -> Coordination:
         """The embedded default: one process, journaled to `path`."""
         journal = Journal(path)
+        journal.run("DROP TABLE IF EXISTS waits")  # samples a journal kept before LocalWaits
         locks = SqliteLocks(journal, max_hold_s)
 
         def close() -> None:
@@ -73,7 +74,7 @@ class Coordination:
             chunks=SqliteChunks(journal),
             locks=locks,
             versions=SqliteVersions(journal),
-            waits=SqliteWaits(journal),
+            waits=LocalWaits(),
             _close=close,
             scrub=journal.scrub,
         )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+from collections import deque
 from typing import Protocol
 
 import redis
 
 from common.store import keys
-from common.store.coordination.journal import Journal
 
 WAIT_SAMPLES = 20_000
 
@@ -33,13 +34,21 @@ class RedisWaits:
         return [float(v) for v in self._r.lrange(keys.queue_wait(queue), 0, -1)]
 
 
-class SqliteWaits:
-    def __init__(self, journal: Journal) -> None:
-        self._j = journal
-        journal.create("CREATE TABLE IF NOT EXISTS waits (queue TEXT, seconds REAL)")
+class LocalWaits:
+    """The embedded mode's samples: in this process, the latest WAIT_SAMPLES per queue. (They
+    were rows of the journal, one transaction each, and never trimmed: a long-lived embedded
+    process paid a synced write per task for a table that only grew.)"""
+
+    def __init__(self, limit: int = WAIT_SAMPLES) -> None:
+        self._limit = limit
+        self._lock = threading.Lock()
+        self._samples: dict[str, deque[float]] = {}
 
     def record_wait(self, queue: str, seconds: float) -> None:
-        self._j.run("INSERT INTO waits VALUES (?, ?)", queue, seconds)
+        with self._lock:
+            kept = self._samples.setdefault(queue, deque(maxlen=self._limit))
+            kept.appendleft(seconds)
 
     def waits(self, queue: str) -> list[float]:
-        return [float(r[0]) for r in self._j.rows("SELECT seconds FROM waits WHERE queue=?", queue)]
+        with self._lock:
+            return list(self._samples.get(queue, ()))
