@@ -182,6 +182,12 @@ def accept_stage(
     if job is None or job.state in FINISHED:
         return None  # a stale read: the lock's holder finished the session meanwhile
     parked = coord.chunks.parked(payload.tenant, payload.space, payload.session.session_id)
+    now = records.get_session(ctx.store, payload.tenant, payload.space, session_id)
+    if now is None or now.status != "accepted":
+        # Committed (or erased) since the record was read: the drain takes it from here. Read
+        # after the parked chunks, which go only after the record moved on, so a session
+        # still accepted here had its parked chunks read whole.
+        return []
     todo = extract_payloads(ctx, payload.job_id, payload.tenant, payload.space, payload.session)
     return [p for p in todo if p.chunk not in parked]  # none left: the drain takes it over
 

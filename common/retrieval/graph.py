@@ -124,6 +124,13 @@ class Channels:
         # the query (only a query keyword's ω does): kept, per row, once a query computed it.
         self.plain_entity_rows: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
+    def __getstate__(self) -> dict[str, object]:
+        """A saved index holds no rows kept for queries: they are filled by query threads
+        while the commit thread saves, and pickling a dict that changes size fails."""
+        state = dict(self.__dict__)
+        state["plain_entity_rows"] = {}
+        return state
+
     @staticmethod
     def _event_edges(index: SpaceIndex, cfg: GraphSettings, id_rank: np.ndarray) -> sp.csr_matrix:
         """Σ over shared events of 1/(|F_e| − 1)^α between live members, each row capped at
@@ -215,8 +222,11 @@ class LocalGraph:
     def __init__(self, index: SpaceIndex, query_keywords: Collection[str], cfg: GraphSettings):
         self.cfg = cfg
         self.query = match_keys(query_keywords)
+        before = index.facts.mutations
         self._arrays = index.fact_arrays()
         self._channels = channels(index, cfg)
+        # rows kept for later queries only when both were read from one state of the facts
+        self._keep_rows = before % 2 == 0 and index.facts.mutations == before
         ch = self._channels
         omega = ch.base_weight.copy()
         for kw in self.query:
@@ -320,9 +330,12 @@ class LocalGraph:
             matrix = self.entity_rows(missing)
             for pos, r in enumerate(missing):
                 found[r] = _row(matrix, pos)
-            if len(kept) > _PLAIN_ROWS_KEPT:
-                kept.clear()  # a bound on memory: rows queried since the space last changed
-            kept.update((r, found[r]) for r, p in zip(rows, plain, strict=True) if p and r in found)
+            if self._keep_rows:
+                if len(kept) > _PLAIN_ROWS_KEPT:
+                    kept.clear()  # a bound on memory: rows queried since the space changed
+                for r, p in zip(rows, plain, strict=True):
+                    if p and r in found:  # copies: a view would keep its batch's arrays
+                        found[r] = kept[r] = (found[r][0].copy(), found[r][1].copy())
         return [cached[r] if r in cached else found[r] for r in rows]
 
     def entity_neighbours(self, row: int) -> dict[int, float]:

@@ -9,8 +9,9 @@ read when first used: `common/store/packed.py`) and the next process loads that 
 A saved index is only ever used while it is known to match the store:
 - the store deletes a space's saved index *before* it writes any fact, event or profile of
   that space (so a crash between the two leaves no stale copy behind);
-- the file names the code that wrote it (package version and a hash of the modules whose
-  classes it holds); a copy from other code is ignored;
+- the file names the code that wrote it (the versions of the package and of the libraries
+  whose objects it pickles, and a hash of the modules whose classes it holds); a copy from
+  other code is ignored;
 - on load, the record counts per kind must equal the store's.
 Anything else falls back to reading the store. Only the process that owns the store (it holds
 the directory's lock) reads or writes these files.
@@ -48,8 +49,9 @@ def _code_stamp() -> str:
         "text/stopwords.txt",
     )
     digest = hashlib.sha256(f"{FORMAT}".encode())
-    with contextlib.suppress(metadata.PackageNotFoundError):
-        digest.update(metadata.version("atommem").encode())
+    for package in ("atommem", "pydantic", "numpy", "scipy"):  # what the pickles are made of
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            digest.update(metadata.version(package).encode())
     for name in sources:
         digest.update(name.encode())
         digest.update((common / name).read_bytes())

@@ -70,6 +70,35 @@ def test_channels_are_row_normalised_and_mixed_with_per_node_renormalised_priors
     np.testing.assert_allclose(mixed.sum(axis=1), [1, 1, 1])
 
 
+def test_dense_mixing_and_walk_agree_with_the_sparse_formulas_on_random_graphs() -> None:
+    rng = np.random.default_rng(2)
+    rhos = [0.45, 0.40, 0.15]
+    for _ in range(30):
+        n = int(rng.integers(2, 200))
+        channels = [
+            sp.random(n, n, density=float(d), random_state=rng, format="csr")
+            for d in rng.uniform(0.0, 0.1, size=3)
+        ]
+        dense = [c.toarray() for c in channels]
+        sums = np.stack([d.sum(axis=1) for d in dense], axis=1)
+        weights = (sums > 0) * np.asarray(rhos)
+        totals = weights.sum(axis=1, keepdims=True)
+        weights = np.divide(weights, totals, out=np.zeros_like(weights), where=totals > 0)
+        want = sum(
+            np.divide(weights[:, [c]], sums[:, [c]], out=np.zeros((n, 1)), where=sums[:, [c]] > 0)
+            * dense[c]
+            for c in range(3)
+        )
+        mixed = mix_channels(channels, rhos)
+        np.testing.assert_allclose(mixed, want, rtol=1e-12, atol=1e-15)
+        restart = restart_vector(rng.random(n), 5.0)
+        fixed = mixed.copy()
+        fixed[~mixed.any(axis=1)] = restart  # a dangling node's mass goes back to the restart
+        closed = 0.34 * np.linalg.solve(np.eye(n) - 0.66 * fixed.T, restart)
+        walked = random_walk_with_restart(mixed, restart, 0.34, max_iter=2000, tol=1e-15)
+        np.testing.assert_allclose(walked, closed, atol=1e-9)
+
+
 def test_restart_vector_sharpens_seed_scores() -> None:
     p = restart_vector(np.array([0.8, 0.4]), 5.0)
     np.testing.assert_allclose(p, np.array([0.8**5, 0.4**5]) / (0.8**5 + 0.4**5))
@@ -335,6 +364,14 @@ def test_entity_rows_of_facts_without_a_query_keyword_are_kept_until_the_space_c
     for pos, row in enumerate(rows):
         plain_in_both = not has[row] & {"k1", "k2"}
         assert (second[pos][0] is first[pos][0]) == plain_in_both
+    # a saved index carries none of them (query threads fill them while a commit saves)
+    import pickle
+
+    from common.retrieval.graph import channels
+
+    kept = channels(index, CFG)
+    assert kept.plain_entity_rows
+    assert pickle.loads(pickle.dumps(kept)).plain_entity_rows == {}
     index.put_fact(_fact(300, ["k1", "k2"], ["Ann"], 300, 0), np.array([0.0, 1.0], np.float32))
     third = same_as_computed(LocalGraph(index, ["k2"], CFG))
     assert not any(t[0] is s[0] for t, s in zip(third, second, strict=True))

@@ -328,3 +328,43 @@ def test_an_accept_leaves_a_recorded_plan_to_the_locked_drain(tmp_path: Path) ->
     assert accept_stage(ctx, coord, _accept(REC.session)) == []
     assert records.get_session(ctx.store, "t", "s", "s1") == planned
     assert coord.jobs.get_job("t", "j1").state == "committing"  # type: ignore[union-attr]
+
+
+def test_an_accept_sent_again_extracts_nothing_when_the_holder_is_between_profile_and_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The profile stage dropped the session's parked chunks and has not marked the job done
+    yet when the accept, on a record read before the commit, asks for its chunks: none may
+    be extracted again (paid model calls, and chunks parked for nobody)."""
+    ctx = make_ctx(tmp_path)
+    rec = REC.model_copy(update={"content_hash": session_hash(REC.session)})
+    coord = queued_head(ctx, rec, tmp_path / "c.sqlite")
+    coord.jobs.put_job(coord.jobs.get_job("t", "j1"), _accept(REC.session).model_dump_json())  # type: ignore[arg-type]
+    _park(coord.chunks, 0, 1, ["Ann adopted a cat.", "Ann moved to Oslo."])
+    real_get, real_update = records.get_session, coord.jobs.update_job
+    held: list[dict[str, object]] = []
+    raced: list[bool] = []
+
+    def done_held_back(tenant: str, job_id: str, reopen: bool = False, **fields: object) -> object:
+        if fields.get("state") == "done" and not held:
+            held.append(fields)  # written after the accept has run
+            return None
+        return real_update(tenant, job_id, reopen, **fields)
+
+    def read_then_the_holder_runs(*args: object) -> object:
+        read = real_get(*args)  # type: ignore[arg-type]
+        if not raced:
+            raced.append(True)
+            assert drain_stage(ctx, coord, "t", "s") == Next.PROFILE
+            with monkeypatch.context() as patch:
+                patch.setattr(coord.jobs, "update_job", done_held_back)
+                assert profile_stage(ctx, coord, "t", "s", "s1") == Next.DRAIN
+        return read
+
+    monkeypatch.setattr(records, "get_session", read_then_the_holder_runs)
+    assert not accept_stage(ctx, coord, _accept(REC.session))
+    monkeypatch.undo()
+    real_update("t", "j1", **held[0])  # type: ignore[arg-type]
+    assert coord.chunks.parked("t", "s", "s1") == {}
+    job = coord.jobs.get_job("t", "j1")
+    assert job is not None and job.state == "done"
