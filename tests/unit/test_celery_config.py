@@ -9,7 +9,7 @@ from common.settings import BrokerSettings, Settings
 
 def test_task_events_are_sent_on_a_broker_and_not_into_the_embedded_in_memory_one() -> None:
     assert celery_config(Settings())["worker_send_task_events"] is False
-    on_redis = Settings(broker=BrokerSettings(url="redis://127.0.0.1:6379/9"))
+    on_redis = Settings(broker=BrokerSettings(url="redis://redis.internal:6379/0"))
     assert celery_config(on_redis)["worker_send_task_events"] is True
 
 
