@@ -195,6 +195,9 @@ def test_a_small_tenant_is_not_held_behind_another_tenants_backlog(
     assert overtaken <= waiting // 2, f"{overtaken} of {waiting} waiting flood sessions went first"
 
 
+LANES_HELD = ("extract", "memory")
+
+
 def test_steps_taken_by_a_killed_worker_come_back(
     tmp_path: Path, server: RedisServer, locomo: Path
 ) -> None:
@@ -213,11 +216,17 @@ def test_steps_taken_by_a_killed_worker_come_back(
         first.wait_ready()
         ids = [j.job_id for j in client.submit_many("default", shuffled_backlog(files, seed=3))]
         deadline = time.monotonic() + 300
-        while sum(client.job("default", j).state == "done" for j in ids) < 4:
+
+        def claims() -> int:
+            return sum(server.client(2).hlen(keys.fair_claims(lane)) for lane in LANES_HELD)
+
+        # killed once the ingest is under way and a lane task holds a step (the instant
+        # between two steps, with no claim held, would test nothing)
+        while sum(client.job("default", j).state == "done" for j in ids) < 4 or not claims():
             assert time.monotonic() < deadline, "the ingest did not get going"
-            time.sleep(0.05)
+            time.sleep(0.01)
         first.kill()
-        held = sum(server.client(2).hlen(keys.fair_claims(lane)) for lane in ("extract", "memory"))
+        held = claims()
         done_at_kill = sum(client.job("default", j).state == "done" for j in ids)
         assert done_at_kill < len(ids), "the kill must land in the middle of the ingest"
         second = WorkerProcess(env, tmp_path / "worker2.log", ALL_QUEUES)
