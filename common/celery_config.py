@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from celery import Celery
 from celery.signals import before_task_publish
 from kombu.entity import Exchange
 from kombu.entity import Queue as KombuQueue
@@ -26,6 +27,12 @@ def payload_repr(kwargs: Any) -> str:
     if isinstance(session, dict) and "session_id" in session:
         shown["session_id"] = session["session_id"]
     return repr({"payload": shown})
+
+
+def send_payload(app: Celery, name: str, payload: dict[str, Any], **options: Any) -> Any:
+    """Send task `name` with `payload`, its message's argument reprs redacted up front."""
+    kwargs = {"payload": payload}
+    return app.send_task(name, kwargs=kwargs, **redacted_reprs(kwargs), **options)
 
 
 def redacted_reprs(kwargs: dict[str, Any]) -> dict[str, str]:

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from celery import Celery
 from pydantic import BaseModel
 
-from common.celery_config import redacted_reprs
+from common.celery_config import send_payload
 from common.errors import Conflict, NotFound, SessionConflict, raise_failure
 from common.models import ids
 from common.models.jobs import (
@@ -75,8 +75,7 @@ class Producer:
         payload = body.model_copy(update={"enqueued_at": time.time()}).model_dump(mode="json")
         if name in TASK_PRIORITY:  # a question takes turns with the lanes (common.queues)
             options.setdefault("priority", TASK_PRIORITY[name])
-        kwargs = {"payload": payload}
-        return self._app.send_task(name.value, kwargs=kwargs, **redacted_reprs(kwargs), **options)
+        return send_payload(self._app, name.value, payload, **options)
 
     def submit(self, tenant: str, space: str, sessions: Sequence[SessionInput]) -> list[Job]:
         """Accept sessions of one space (see `submit_many`)."""

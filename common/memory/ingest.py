@@ -31,7 +31,7 @@ def accept(
                 f"session {session.session_id!r} is already in space {space!r} with different "
                 "content; delete it before submitting a changed version"
             )
-        return existing, existing.status != "done" or existing.plan is not None, False
+        return existing, existing.status != "done", False
     record = SessionRecord(
         tenant=tenant,
         space=space,

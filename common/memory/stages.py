@@ -168,7 +168,7 @@ def accept_stage(
         return None
     if new:
         records.put_session(ctx.store, record)
-    elif record.status != "accepted" or record.plan is not None:
+    elif record.status != "accepted":  # a recorded plan comes with committing or profiling
         coord.jobs.update_job(payload.tenant, payload.job_id, state="committing")
         return []  # extraction already committed; the drain takes it from here
     again = coord.jobs.job_payload(payload.tenant, payload.job_id)

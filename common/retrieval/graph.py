@@ -229,17 +229,14 @@ class LocalGraph:
         self._keep_rows = before % 2 == 0 and index.facts.mutations == before
         ch = self._channels
         omega = ch.base_weight.copy()
-        for kw in self.query:
-            j = ch.keywords.get(kw)
-            if j is not None:
-                omega[j] = keyword_weight(int(ch.df[j]), ch.live, True, cfg)
-        omega[omega <= cfg.edge_epsilon] = 0.0
-        self._omega = omega
         self._query_columns = np.zeros(len(ch.keywords), dtype=bool)
         for kw in self.query:
             j = ch.keywords.get(kw)
             if j is not None:
+                omega[j] = keyword_weight(int(ch.df[j]), ch.live, True, cfg)
                 self._query_columns[j] = True
+        omega[omega <= cfg.edge_epsilon] = 0.0
+        self._omega = omega
 
     def weight(self, keyword: str) -> float:
         """ω(k) of this query for a keyword of the space."""

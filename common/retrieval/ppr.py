@@ -17,9 +17,11 @@ def mix_channels(channels: Sequence[sp.csr_matrix], rhos: Sequence[float]) -> np
     agrees with the sparse computation to rounding (about 1e-17), not bit for bit: sums are
     taken in another order."""
     n = channels[0].shape[0]
-    sums = np.zeros((n, len(channels)))
-    for c, matrix in enumerate(channels):
-        np.add.at(sums[:, c], _row_of_entries(matrix), matrix.data)
+    rows = [np.repeat(np.arange(n), np.diff(matrix.indptr)) for matrix in channels]
+    sums = np.stack(
+        [np.bincount(r, weights=m.data, minlength=n) for r, m in zip(rows, channels, strict=True)],
+        axis=1,
+    )
     present = sums > 0
     weights = present * np.asarray(rhos, dtype=np.float64)
     totals = weights.sum(axis=1, keepdims=True)
@@ -27,14 +29,9 @@ def mix_channels(channels: Sequence[sp.csr_matrix], rhos: Sequence[float]) -> np
     # ρ'_c(i) / Σ_j W_c[i, j] scales row i of channel c
     factors = np.divide(weights, sums, out=np.zeros_like(weights), where=present)
     mixed = np.zeros((n, n))
-    for c, matrix in enumerate(channels):
-        rows = _row_of_entries(matrix)
-        np.add.at(mixed, (rows, matrix.indices), matrix.data * factors[rows, c])
+    for c, (at, matrix) in enumerate(zip(rows, channels, strict=True)):
+        np.add.at(mixed, (at, matrix.indices), matrix.data * factors[at, c])
     return mixed
-
-
-def _row_of_entries(matrix: sp.csr_matrix) -> np.ndarray:
-    return np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
 
 
 def restart_vector(scores: np.ndarray, power: float) -> np.ndarray:

@@ -21,7 +21,7 @@ from typing import Any
 from celery import Task
 from celery.exceptions import Retry
 
-from common.celery_config import redacted_reprs
+from common.celery_config import send_payload
 from common.llm.budget import BudgetShort
 from common.models.jobs import TaskPayload
 from common.observability import tracing
@@ -86,10 +86,7 @@ def _entry(step: Step, trace: dict[str, str]) -> dict[str, Any]:
 def _send_next(lane: Queue, count: int) -> None:
     body = TaskPayload(enqueued_at=time.time()).model_dump(mode="json")
     for _ in range(count):
-        kwargs = {"payload": body}
-        app.send_task(
-            NEXT[lane].value, kwargs=kwargs, priority=LANE_PRIORITY, **redacted_reprs(kwargs)
-        )
+        send_payload(app, NEXT[lane].value, body, priority=LANE_PRIORITY)
 
 
 def lease_s() -> float:

@@ -14,7 +14,7 @@ from celery import Task
 from celery.exceptions import Retry
 from qdrant_client.http.exceptions import ResponseHandlingException
 
-from common.celery_config import redacted_reprs
+from common.celery_config import send_payload
 from common.errors import AtomMemError
 from common.llm import budget
 from common.llm.budget import BudgetShort, ModelUnavailable
@@ -143,8 +143,7 @@ def task(name: TaskName, *, base: type[Task] = JobTask, **overrides: Any) -> Cal
 def send(name: TaskName, payload: Any, countdown: float | None = None) -> None:
     """Send the next step by name, stamped with when it was queued."""
     body = payload.model_copy(update={"enqueued_at": time.time()}).model_dump(mode="json")
-    kwargs = {"payload": body}
-    app.send_task(name.value, kwargs=kwargs, countdown=countdown, **redacted_reprs(kwargs))
+    send_payload(app, name.value, body, countdown=countdown)
 
 
 def send_drain(tenant: str, space: str, countdown: float | None = None) -> None:
