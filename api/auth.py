@@ -1,5 +1,6 @@
-"""API keys and tenants, kept in Redis. A key is shown once, when created; only its
-SHA-256 is stored (keys are 256-bit random, so a plain hash is enough)."""
+"""API keys and tenants: in Redis beside the queues (`KeyStore`), or in a SQLite file beside
+the embedded store (`LocalKeys`, for `atommem serve`). A key is shown once, when created; only
+its SHA-256 is stored (keys are 256-bit random, so a plain hash is enough)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,13 @@ import hashlib
 import hmac
 import json
 import secrets
+import sqlite3
+import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol
 
 import redis
 
@@ -31,7 +37,41 @@ class Caller:
     admin: bool = False
 
 
+def now_iso() -> str:
+    """A tenant's or key's creation time, as spaces carry theirs (ISO 8601, UTC)."""
+    return datetime.now(UTC).isoformat()
+
+
+class Keys(Protocol):
+    """Tenants, their keys and their writes per minute, wherever they are kept."""
+
+    def identify(self, key: str) -> Caller | None: ...
+
+    def create_tenant(self, name: str) -> dict[str, object]: ...
+
+    def tenants(self) -> list[dict[str, object]]: ...
+
+    def require_tenant(self, name: str) -> None: ...
+
+    def create_key(self, tenant: str) -> dict[str, object]: ...
+
+    def list_keys(self, tenant: str) -> list[dict[str, object]]: ...
+
+    def revoke_key(self, tenant: str, key_id: str) -> None: ...
+
+    def allow_write(self, tenant: str, per_minute: int) -> tuple[str, float | None]: ...
+
+    def refund_write(self, counter: str) -> None: ...
+
+
+def new_key() -> tuple[str, str]:
+    """A fresh key and its id."""
+    return KEY_PREFIX + secrets.token_urlsafe(32), secrets.token_hex(6)
+
+
 class KeyStore:
+    """Keys in Redis, shared by every API process of a deployment."""
+
     def __init__(self, client: redis.Redis, admin_key: str | None) -> None:
         self._r = client
         self._admin = digest(admin_key) if admin_key else None
@@ -47,7 +87,7 @@ class KeyStore:
         return Caller(tenant=record["tenant"], key_id=record["key_id"])
 
     def create_tenant(self, name: str) -> dict[str, object]:
-        record = {"name": name, "created_at": time.time()}
+        record: dict[str, object] = {"name": name, "created_at": now_iso()}
         if not self._r.set(keys.tenant(name), json.dumps(record), nx=True):
             raise Conflict(f"tenant {name!r} already exists")
         self._r.sadd(keys.TENANTS, name)
@@ -64,9 +104,8 @@ class KeyStore:
     def create_key(self, tenant: str) -> dict[str, object]:
         """A new key for the tenant; the only time the key itself is returned."""
         self.require_tenant(tenant)
-        key = KEY_PREFIX + secrets.token_urlsafe(32)
-        key_id = secrets.token_hex(6)
-        record = {"tenant": tenant, "key_id": key_id, "created_at": time.time()}
+        key, key_id = new_key()
+        record = {"tenant": tenant, "key_id": key_id, "created_at": now_iso()}
         pipe = self._r.pipeline()
         pipe.set(keys.api_key(digest(key)), json.dumps(record))
         pipe.hset(keys.tenant_keys(tenant), key_id, digest(key))
@@ -113,3 +152,101 @@ class KeyStore:
         pipe.decr(counter)
         pipe.expire(counter, 120)  # a slow refusal may outlive the window's own expiry
         pipe.execute()
+
+
+class LocalKeys:
+    """Keys in a SQLite file, for one API process over the embedded store (`atommem serve`).
+    Writes per minute are counted in this process: the windows are a minute long, and a
+    restart only forgets the current one."""
+
+    def __init__(self, path: Path, admin_key: str | None) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS tenants (name TEXT PRIMARY KEY, created_at TEXT NOT NULL)"
+        )
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS keys (digest TEXT PRIMARY KEY, tenant TEXT NOT NULL, "
+            "key_id TEXT NOT NULL, created_at TEXT NOT NULL)"
+        )
+        self._lock = threading.Lock()
+        self._admin = digest(admin_key) if admin_key else None
+        self._writes: dict[str, int] = {}
+
+    def close(self) -> None:
+        self._db.close()
+
+    def identify(self, key: str) -> Caller | None:
+        if self._admin is not None and hmac.compare_digest(digest(key), self._admin):
+            return Caller(tenant=None, admin=True)
+        with self._lock:
+            row = self._db.execute(
+                "SELECT tenant, key_id FROM keys WHERE digest = ?", (digest(key),)
+            ).fetchone()
+        return Caller(tenant=row[0], key_id=row[1]) if row else None
+
+    def create_tenant(self, name: str) -> dict[str, object]:
+        record: dict[str, object] = {"name": name, "created_at": now_iso()}
+        try:
+            with self._lock:
+                self._db.execute("INSERT INTO tenants VALUES (?, ?)", (name, record["created_at"]))
+        except sqlite3.IntegrityError:
+            raise Conflict(f"tenant {name!r} already exists") from None
+        return record
+
+    def tenants(self) -> list[dict[str, object]]:
+        with self._lock:
+            rows = self._db.execute("SELECT name, created_at FROM tenants ORDER BY name").fetchall()
+        return [{"name": name, "created_at": created} for name, created in rows]
+
+    def require_tenant(self, name: str) -> None:
+        with self._lock:
+            found = self._db.execute("SELECT 1 FROM tenants WHERE name = ?", (name,)).fetchone()
+        if found is None:
+            raise NotFound(f"no tenant {name!r}")
+
+    def create_key(self, tenant: str) -> dict[str, object]:
+        self.require_tenant(tenant)
+        key, key_id = new_key()
+        record = {"tenant": tenant, "key_id": key_id, "created_at": now_iso()}
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO keys VALUES (?, ?, ?, ?)",
+                (digest(key), tenant, key_id, record["created_at"]),
+            )
+        return {**record, "api_key": key}
+
+    def list_keys(self, tenant: str) -> list[dict[str, object]]:
+        self.require_tenant(tenant)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT key_id, created_at FROM keys WHERE tenant = ? ORDER BY key_id", (tenant,)
+            ).fetchall()
+        return [{"key_id": key_id, "created_at": created} for key_id, created in rows]
+
+    def revoke_key(self, tenant: str, key_id: str) -> None:
+        self.require_tenant(tenant)
+        with self._lock:
+            gone = self._db.execute(
+                "DELETE FROM keys WHERE tenant = ? AND key_id = ?", (tenant, key_id)
+            ).rowcount
+        if not gone:
+            raise NotFound(f"no key {key_id!r} for tenant {tenant!r}")
+
+    def allow_write(self, tenant: str, per_minute: int) -> tuple[str, float | None]:
+        now = time.time()
+        window = int(now // 60)
+        counter = keys.write_rate(tenant, window)
+        with self._lock:
+            for old in [c for c in self._writes if not c.endswith(f":{window}")]:
+                del self._writes[old]  # only this minute's windows are kept
+            if self._writes.get(counter, 0) >= per_minute:
+                return counter, (window + 1) * 60 - now
+            self._writes[counter] = self._writes.get(counter, 0) + 1
+        return counter, None
+
+    def refund_write(self, counter: str) -> None:
+        with self._lock:
+            if self._writes.get(counter, 0) > 0:
+                self._writes[counter] -= 1

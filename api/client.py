@@ -4,6 +4,7 @@
     mem = AtomMem("http://127.0.0.1:8080", api_key="amk_...")
     mem.create_space("alice")
     job = mem.add("alice", session)            # a finished session (dict or SessionInput)
+    jobs = mem.add_messages("alice", [{"role": "user", "content": "I moved to Denver"}])
     mem.wait(job.job_id)
     mem.search("alice", "Where does Priya live?").hits
     mem.ask("alice", "Where does Priya live?").answer
@@ -33,9 +34,10 @@ import httpx
 from pydantic import BaseModel
 
 from common.errors import AtomMemError, Conflict, InvalidInput, NotFound
-from common.models.api import RawSession
+from common.models.api import RawSession, SearchFilters
 from common.models.jobs import FINISHED, Job
 from common.models.memory import Event, Fact, Profile
+from common.models.messages import RawMessages, messages_body
 from common.models.query import AskResponse, SearchResponse
 from common.models.responses import (
     PAGES,
@@ -141,15 +143,31 @@ def _session(session: RawSession) -> object:
     return session
 
 
-def _query(question: str, k: int | None, mode: str | None, explain: bool) -> object:
-    body: dict[str, str | int | bool] = {"question": question}
-    if k is not None:
-        body["k"] = k
-    if mode is not None:
-        body["mode"] = mode
-    if explain:
-        body["explain"] = True
-    return body
+@dataclass(frozen=True)
+class Recall:
+    """A search's or an ask's options, as the body sends them (unset ones left out)."""
+
+    k: int | None = None
+    mode: str | None = None
+    explain: bool = False
+    min_score: float | None = None
+    filters: SearchFilters | Mapping[str, object] | None = None
+
+    def body(self, question: str) -> dict[str, object]:
+        body: dict[str, object] = {"question": question}
+        if self.k is not None:
+            body["k"] = self.k
+        if self.mode is not None:
+            body["mode"] = self.mode
+        if self.explain:
+            body["explain"] = True
+        if self.min_score is not None:
+            body["min_score"] = self.min_score
+        if isinstance(self.filters, BaseModel):
+            body["filters"] = self.filters.model_dump(mode="json", exclude_none=True)
+        elif self.filters is not None:
+            body["filters"] = dict(self.filters)
+        return body
 
 
 def path(*parts: str) -> str:
@@ -181,6 +199,17 @@ class Calls:
         return Call("POST", path("spaces", space, "sessions"), json=_session(session))
 
     @staticmethod
+    def add_messages(
+        space: str,
+        messages: RawMessages,
+        conversation_id: str | None,
+        user: str | None,
+        assistant: str | None,
+    ) -> Call:
+        body = messages_body(messages, conversation_id, user, assistant)
+        return Call("POST", path("spaces", space, "messages"), json=body)
+
+    @staticmethod
     def job(job_id: str) -> Call:
         return Call("GET", path("jobs", job_id))
 
@@ -199,13 +228,12 @@ class Calls:
         return Call("GET", path("spaces", space, "sessions", session_id))
 
     @staticmethod
-    def search(space: str, question: str, k: int | None, mode: str | None, explain: bool) -> Call:
-        body = _query(question, k, mode, explain)
-        return Call("POST", path("spaces", space, "search"), json=body)
+    def search(space: str, question: str, recall: Recall) -> Call:
+        return Call("POST", path("spaces", space, "search"), json=recall.body(question))
 
     @staticmethod
-    def ask(space: str, question: str, k: int | None, mode: str | None, explain: bool) -> Call:
-        return Call("POST", path("spaces", space, "ask"), json=_query(question, k, mode, explain))
+    def ask(space: str, question: str, recall: Recall) -> Call:
+        return Call("POST", path("spaces", space, "ask"), json=recall.body(question))
 
     @staticmethod
     def page(space: str, kind: Kind, offset: int, limit: int = PAGE) -> Call:
@@ -326,6 +354,20 @@ class AtomMem:
         """Queue sessions in order, each `(space, session)`; their jobs in the same order."""
         return [self.add(space, session) for space, session in items]
 
+    def add_messages(
+        self,
+        space: str,
+        messages: RawMessages,
+        conversation_id: str | None = None,
+        user: str | None = None,
+        assistant: str | None = None,
+    ) -> list[Job]:
+        """Queue a chat's plain messages (`[{"role", "content", "name"?, "created_at"?}]`):
+        the jobs of the sessions they make, in order. `user` and `assistant` name who speaks
+        in `user` and `assistant` messages (a message's `name` wins)."""
+        call = Calls.add_messages(space, messages, conversation_id, user, assistant)
+        return JobList.model_validate(self._do(call)).items
+
     def job(self, job_id: str) -> Job:
         return Job.model_validate(self._do(Calls.job(job_id)))
 
@@ -370,9 +412,15 @@ class AtomMem:
         k: int | None = None,
         mode: str | None = None,
         explain: bool = False,
+        min_score: float | None = None,
+        filters: SearchFilters | Mapping[str, object] | None = None,
     ) -> SearchResponse:
-        """Ranked facts; `explain=True` adds the recall graph (`graph`)."""
-        found = self._do(Calls.search(space, question, k, mode, explain))
+        """Ranked facts, each with its `relevance` in [0, 1]; `min_score` drops weak ones
+        (default: the server's `retrieval.min_relevance`), `filters` keeps facts said in a
+        time range, of given sessions or naming given people (`SearchFilters` or its dict);
+        `explain=True` adds the recall graph (`graph`)."""
+        recall = Recall(k, mode, explain, min_score, filters)
+        found = self._do(Calls.search(space, question, recall))
         return SearchResponse.model_validate(found)
 
     def ask(
@@ -382,8 +430,12 @@ class AtomMem:
         k: int | None = None,
         mode: str | None = None,
         explain: bool = False,
+        min_score: float | None = None,
+        filters: SearchFilters | Mapping[str, object] | None = None,
     ) -> AskResponse:
-        return AskResponse.model_validate(self._do(Calls.ask(space, question, k, mode, explain)))
+        """An answer from the facts `search` would return, with its evidence."""
+        recall = Recall(k, mode, explain, min_score, filters)
+        return AskResponse.model_validate(self._do(Calls.ask(space, question, recall)))
 
     @overload
     def get_all(self, space: str, kind: Literal["facts"] = ...) -> list[Fact]: ...
@@ -469,6 +521,17 @@ class AsyncAtomMem:
     async def add(self, space: str, session: RawSession) -> Job:
         return Job.model_validate(await self._do(Calls.add(space, session)))
 
+    async def add_messages(
+        self,
+        space: str,
+        messages: RawMessages,
+        conversation_id: str | None = None,
+        user: str | None = None,
+        assistant: str | None = None,
+    ) -> list[Job]:
+        call = Calls.add_messages(space, messages, conversation_id, user, assistant)
+        return JobList.model_validate(await self._do(call)).items
+
     async def add_many(self, items: Iterable[tuple[str, RawSession]]) -> list[Job]:
         return [await self.add(space, session) for space, session in items]
 
@@ -511,8 +574,11 @@ class AsyncAtomMem:
         k: int | None = None,
         mode: str | None = None,
         explain: bool = False,
+        min_score: float | None = None,
+        filters: SearchFilters | Mapping[str, object] | None = None,
     ) -> SearchResponse:
-        found = await self._do(Calls.search(space, question, k, mode, explain))
+        recall = Recall(k, mode, explain, min_score, filters)
+        found = await self._do(Calls.search(space, question, recall))
         return SearchResponse.model_validate(found)
 
     async def ask(
@@ -522,8 +588,11 @@ class AsyncAtomMem:
         k: int | None = None,
         mode: str | None = None,
         explain: bool = False,
+        min_score: float | None = None,
+        filters: SearchFilters | Mapping[str, object] | None = None,
     ) -> AskResponse:
-        asked = await self._do(Calls.ask(space, question, k, mode, explain))
+        recall = Recall(k, mode, explain, min_score, filters)
+        asked = await self._do(Calls.ask(space, question, recall))
         return AskResponse.model_validate(asked)
 
     @overload

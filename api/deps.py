@@ -12,13 +12,14 @@ from celery import Celery
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from api.auth import Caller, KeyStore
+from api.auth import Caller, Keys, KeyStore
 from api.capacity import WaitSlots
 from common.celery_config import celery_config
 from common.observability import tracing
 from common.producer import Producer
 from common.service import TenantMemory
 from common.settings import Settings
+from common.store.coordination.budgets import model_counters
 from common.store.coordination.roles import Coordination
 
 T = TypeVar("T")
@@ -26,13 +27,17 @@ T = TypeVar("T")
 
 @dataclass
 class Services:
-    """Built once per API process, on startup."""
+    """Built once per API process, on startup: over the Redis queues (`build`), or over the
+    embedded store and task graph in this process (`atommem serve`, `cli.serve`)."""
 
     settings: Settings
-    redis: redis.Redis
-    keys: KeyStore
+    keys: Keys
     producer: Producer
     slots: WaitSlots
+    # The model endpoints' counters (`/v1/metrics/models`), and what closes this process's
+    # clients (or its embedded worker and store) on shutdown.
+    model_counters: Callable[[], dict[str, dict[str, int]]]
+    close: Callable[[], None]
 
     @classmethod
     def build(cls, settings: Settings) -> Services:
@@ -40,7 +45,8 @@ class Services:
         if not url:
             raise RuntimeError(
                 "the API sends work to the queues: set ATOMMEM_BROKER__URL (e.g. "
-                "redis://127.0.0.1:6379/0) and run workers"
+                "redis://127.0.0.1:6379/0) and run workers, or run `atommem serve` for one "
+                "process over the embedded store"
             )
         app = Celery("atommem-api")
         app.conf.update(celery_config(settings))
@@ -50,10 +56,11 @@ class Services:
         conn = redis.Redis.from_url(url, decode_responses=True)
         return cls(
             settings=settings,
-            redis=conn,
             keys=KeyStore(conn, admin),
             producer=producer,
             slots=WaitSlots(settings.api),
+            model_counters=lambda: model_counters(conn),
+            close=conn.close,
         )
 
     def memory(self, tenant: str) -> TenantMemory:

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
-from common.errors import AtomMemError, error_kind, first_error
+from common.errors import AtomMemError, all_errors, error_kind
 from common.llm.budget import ModelBusy
 from common.llm.transport import LLMError
 from common.models.responses import ErrorBody
@@ -42,7 +42,7 @@ WHY = {
     "before with other content, or its ingest is still running",
     413: "The body is over `api.max_body_bytes`",
     422: "The request breaks the schema or a rule the schema cannot state; the detail names "
-    "the field",
+    "each field and what is wrong with it, separated by '; '",
     429: "Over the tenant's writes per minute (refused writes do not count)",
     503: "Redis, which holds keys, jobs and queues, does not answer, or the store cannot "
     "write (its disk is full or read-only)",
@@ -92,7 +92,7 @@ def install(app: FastAPI) -> None:
     async def on_invalid(
         _: Request, exc: RequestValidationError | pydantic.ValidationError
     ) -> JSONResponse:
-        return reply(422, first_error(exc.errors()))
+        return reply(422, all_errors(exc.errors()))
 
     async def on_memory(_: Request, exc: AtomMemError) -> JSONResponse:
         status = STATUS[error_kind(exc)]

@@ -7,7 +7,7 @@ store; the API itself never opens Qdrant.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio.to_thread
@@ -23,20 +23,24 @@ from common.observability import logs, tracing
 from common.settings import Settings, get_settings
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, services: Callable[[Settings], Services] = Services.build
+) -> FastAPI:
+    """The app; `services` builds what its routes use on startup (the Redis queues' by
+    default; `atommem serve` passes the embedded store's, `cli.serve`)."""
     settings = settings or get_settings()
     mcp = McpEndpoint()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.services = Services.build(settings)
+        app.state.services = services(settings)
         # The MCP tools' waits on workers run in anyio's default pool (the SDK's); they hold
         # at most `api.wait_slots` of its threads, and the pool keeps its own 40 beside them
         # for key checks and Redis-only work (`api.capacity`).
         anyio.to_thread.current_default_thread_limiter().total_tokens += settings.api.wait_slots
         async with mcp.running():  # the MCP transport's tasks live as long as the app
             yield
-        app.state.services.redis.close()
+        app.state.services.close()
 
     app = FastAPI(
         title="AtomMem",

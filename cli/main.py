@@ -32,6 +32,7 @@ from cli.commands import (
 from cli.demo import cmd_demo
 from cli.mcp import cmd_mcp
 from cli.rebuild import cmd_space_compare, cmd_space_rebuild
+from cli.serve import cmd_serve
 from cli.transfer import cmd_space_pull, cmd_space_push
 from common.errors import AtomMemError
 
@@ -74,6 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("mcp", help="serve memory to MCP clients on stdio (docs/mcp.md)")
     p.set_defaults(func=cmd_mcp)
+
+    p = sub.add_parser(
+        "serve",
+        help="the HTTP API, /mcp and /ui over the embedded store, in one process (no Redis)",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port (8080)")
+    p.set_defaults(func=cmd_serve)
 
     _bench_commands(sub)
     return parser

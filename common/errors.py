@@ -69,6 +69,12 @@ def raise_failure(reply: object) -> None:
         raise KINDS.get(str(reply.get("kind")), AtomMemError)(str(reply["error"]))
 
 
+def all_errors(errors: Sequence[Any]) -> str:
+    """Every error of a pydantic validation failure in words, in one line: a body that breaks
+    several rules is fixed in one try."""
+    return "; ".join(first_error([error]) for error in errors)
+
+
 def first_error(errors: Sequence[Any]) -> str:
     """A pydantic validation failure in words: where (`body.turns.0.text`) and what."""
     first = errors[0]

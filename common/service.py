@@ -9,15 +9,18 @@ import contextlib
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol, overload
 
 import redis
 from pydantic import BaseModel, ValidationError
 
-from common.errors import AtomMemError, InvalidInput, first_error
-from common.models.api import RawSession, SessionBody, SpaceCreate
+from common.errors import AtomMemError, InvalidInput, NotFound, all_errors, first_error
+from common.models import ids
+from common.models.api import RawSession, SearchFilters, SessionBody, SpaceCreate
 from common.models.jobs import Job
 from common.models.memory import Event, Fact, Profile
+from common.models.messages import MessagesBody, RawMessages, messages_body
 from common.models.query import AskResponse, SearchResponse
 from common.models.responses import (
     ErasureReceipt,
@@ -52,6 +55,15 @@ class Memory(Protocol):
 
     def add_many(self, items: Sequence[tuple[str, RawSession]]) -> list[Job]: ...
 
+    def add_messages(
+        self,
+        space: str,
+        messages: RawMessages,
+        conversation_id: str | None = None,
+        user: str | None = None,
+        assistant: str | None = None,
+    ) -> list[Job]: ...
+
     def job(self, job_id: str) -> Job: ...
 
     def wait(
@@ -71,6 +83,8 @@ class Memory(Protocol):
         k: int | None = None,
         mode: str | None = None,
         explain: bool = False,
+        min_score: float | None = None,
+        filters: SearchFilters | None = None,
     ) -> SearchResponse: ...
 
     def ask(
@@ -80,6 +94,8 @@ class Memory(Protocol):
         k: int | None = None,
         mode: str | None = None,
         explain: bool = False,
+        min_score: float | None = None,
+        filters: SearchFilters | None = None,
     ) -> AskResponse: ...
 
     def page(self, space: str, kind: Kind, limit: int = ..., offset: int = ...) -> Page[Any]: ...
@@ -209,6 +225,36 @@ class TenantMemory:
                 self.get_space(space)  # not found when unknown
             return self.producer.submit_many(self.tenant, sessions)
 
+    def add_messages(
+        self,
+        space: str,
+        messages: RawMessages,
+        conversation_id: str | None = None,
+        user: str | None = None,
+        assistant: str | None = None,
+    ) -> list[Job]:
+        """Queue plain chat messages as the sessions they make (`common.models.messages`):
+        one job a session, in order. The same messages sent again are the same jobs, also
+        when they carry no time (then the sessions' start is when they were first received,
+        and a failed job is sent again as it was)."""
+        try:
+            body = MessagesBody.model_validate(
+                messages_body(messages, conversation_id, user, assistant)
+            )
+        except ValidationError as exc:
+            raise InvalidInput(f"messages: {all_errors(exc.errors())}") from None
+        gap = timedelta(seconds=self._limits.message_gap_s)
+        cut = body.sessions(datetime.now(UTC), gap)
+        known: dict[int, Job] = {}
+        for n, received in enumerate(cut):
+            if received.timeless:
+                job_id = ids.job_id(self.tenant, space, received.body.session_id)
+                with contextlib.suppress(NotFound):
+                    job = self.producer.job(self.tenant, job_id)
+                    known[n] = self.retry(job_id) if job.state == "failed" else job
+        fresh = iter(self.add_many([(space, r.body) for n, r in enumerate(cut) if n not in known]))
+        return [known[n] if n in known else next(fresh) for n in range(len(cut))]
+
     def _checked(self, session: RawSession) -> SessionInput:
         """The session as ingest takes it. A `SessionInput` (read from a file) already is; any
         other body passes the API's schema, its limits and ingest's own checks."""
@@ -253,11 +299,14 @@ class TenantMemory:
         k: int | None = None,
         mode: str | None = None,
         explain: bool = False,
+        min_score: float | None = None,
+        filters: SearchFilters | None = None,
     ) -> SearchResponse:
-        """Ranked facts (with `explain`, the recall graph)."""
+        """Ranked facts (with `explain`, the recall graph); hits below `min_score` (default
+        `retrieval.min_relevance`) or outside `filters` are left out."""
         with self._waiting():
             return self.producer.search(
-                self.tenant, space, question, k, self._read_s, mode, explain
+                self.tenant, space, question, k, self._read_s, mode, explain, min_score, filters
             )
 
     def ask(
@@ -267,10 +316,14 @@ class TenantMemory:
         k: int | None = None,
         mode: str | None = None,
         explain: bool = False,
+        min_score: float | None = None,
+        filters: SearchFilters | None = None,
     ) -> AskResponse:
         """An answer from memory with the facts it used."""
         with self._waiting():
-            return self.producer.ask(self.tenant, space, question, self._read_s, k, mode, explain)
+            return self.producer.ask(
+                self.tenant, space, question, self._read_s, k, mode, explain, min_score, filters
+            )
 
     def page(self, space: str, kind: Kind, limit: int = PAGE, offset: int = 0) -> Page[Any]:
         """A page of the space's facts (in session order), events or profiles."""

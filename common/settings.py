@@ -135,6 +135,9 @@ class RetrievalSettings(BaseModel):
     # The newest sessions' turns searched per query at most (each is embedded once per
     # process and cached): a long backlog costs a bounded amount.
     pending_max_turns: int = Field(default=500, ge=0)
+    # A hit's relevance S_h(F,Q) (clipped to [0, 1]) must reach this to be returned, unless a
+    # query sets its own `min_score` (docs/recall.md, "Relevance").
+    min_relevance: float = Field(default=0.0, ge=0.0, le=1.0)
 
 
 class GraphSettings(BaseModel):
@@ -464,6 +467,11 @@ class ApiSettings(BaseModel):
     max_turns: int = Field(default=2000, ge=1)
     max_text_chars: int = Field(default=20_000, ge=1)
     writes_per_minute: int = Field(default=600, ge=1, description="per tenant")
+    message_gap_s: float = Field(
+        default=1800.0,
+        gt=0,
+        description="plain chat messages further apart than this start a new session",
+    )
     query_timeout_s: float = Field(default=60.0, gt=0)
     admin_timeout_s: float = Field(default=300.0, gt=0)
     ping_timeout_s: float = Field(default=5.0, gt=0)

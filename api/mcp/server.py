@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
-from datetime import UTC, date, datetime
+from datetime import date
 from typing import Annotated, Any
 
 import anyio
@@ -17,28 +17,30 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
-from pydantic import AfterValidator, BaseModel, BeforeValidator, Field, field_validator
+from pydantic import AfterValidator, BaseModel, Field
 
 from api.mcp.errors import explain, unreadable
-from common.models import ids
 from common.models.api import (
-    MAX_TEXT,
     MAX_TURNS,
     SPACE_NAME,
-    Name,
     QueryBody,
+    SearchFilters,
     SessionBody,
-    Strict,
-    TurnBody,
-    check_time,
-    iso_text,
 )
 from common.models.jobs import FINISHED, Job
 from common.models.memory import Event, Fact, Profile, ProfileVersion
+from common.models.messages import ChatMessage
 from common.models.names import person_name
 from common.models.query import AskResponse, SearchResponse
-from common.models.responses import ErasureReceipt, FactHistory, Page, Space, SpaceList
-from common.models.session import NOT_BLANK, not_blank
+from common.models.responses import (
+    ErasureReceipt,
+    FactHistory,
+    JobList,
+    Page,
+    Space,
+    SpaceList,
+)
+from common.models.session import NOT_BLANK
 from common.service import Memory
 from common.settings import RecallMode
 
@@ -92,6 +94,22 @@ Mode = Annotated[
     RecallMode | None,
     Field(description="the recall mode; leave unset for the configured one (`full`)"),
 ]
+MinScore = Annotated[
+    float | None,
+    Field(
+        ge=0.0,
+        le=1.0,
+        description="leave out hits whose relevance is below this (0-1); unset: the "
+        "configured floor",
+    ),
+]
+Filters = Annotated[
+    SearchFilters | None,
+    Field(
+        description="only facts said in a time range (after/before), of given sessions "
+        "(session_ids) or naming given people (participants)"
+    ),
+]
 Limit = Annotated[int, Field(ge=1, le=1000, strict=True, description="how many items in this page")]
 Offset = Annotated[
     int, Field(ge=0, le=10_000_000, strict=True, description="how many items to skip")
@@ -104,28 +122,6 @@ Wait = Annotated[
         "return the finished job; false: return the queued job at once (follow it with get_job)",
     ),
 ]
-
-
-SessionTime = Annotated[
-    datetime,
-    BeforeValidator(iso_text),
-    AfterValidator(check_time),
-    Field(description="when the conversation took place (ISO 8601; without an offset it is UTC)"),
-]
-
-
-class Message(Strict):
-    """One message of a conversation."""
-
-    speaker: Name
-    text: str = Field(min_length=1, max_length=MAX_TEXT, json_schema_extra={"pattern": NOT_BLANK})
-
-    @field_validator("text")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not not_blank(value):
-            raise ValueError("the text is blank")
-        return value
 
 
 class ProfileState(BaseModel):
@@ -169,23 +165,30 @@ def _memory(ctx: Context) -> Memory:
 
 
 async def _submitted(memory: Memory, space: str, session: SessionBody, wait: bool) -> Job:
-    """Queue the session; with `wait`, poll its job until it finishes. The wait sleeps on the
-    event loop and takes a thread only for each look at the job: a waiting call holds none
-    of the threads the API's routes and the other tool calls run in."""
+    """Queue the session; with `wait`, until its job finishes."""
     job = await anyio.to_thread.run_sync(memory.add, space, session)
-    if not wait:
-        return job
-    deadline = anyio.current_time() + WAIT_S
-    while job.state not in FINISHED:
-        if anyio.current_time() > deadline:
-            raise ToolError(
-                f"job {job.job_id} is still running after {WAIT_S:.0f}s; follow it with get_job"
-            )
-        await anyio.sleep(POLL_S)
-        job = await anyio.to_thread.run_sync(memory.job, job.job_id)
-    if job.state == "failed":
-        raise ToolError(f"job {job.job_id} failed: {job.reason}")
+    (job,) = await _finished(memory, [job]) if wait else [job]
     return job
+
+
+async def _finished(memory: Memory, jobs: list[Job]) -> list[Job]:
+    """Poll the jobs until each finishes. The wait sleeps on the event loop and takes a thread
+    only for each look at a job: a waiting call holds none of the threads the API's routes
+    and the other tool calls run in."""
+    deadline = anyio.current_time() + WAIT_S
+    done: list[Job] = []
+    for job in jobs:
+        while job.state not in FINISHED:
+            if anyio.current_time() > deadline:
+                raise ToolError(
+                    f"job {job.job_id} is still running after {WAIT_S:.0f}s; follow it with get_job"
+                )
+            await anyio.sleep(POLL_S)
+            job = await anyio.to_thread.run_sync(memory.job, job.job_id)
+        if job.state == "failed":
+            raise ToolError(f"job {job.job_id} failed: {job.reason}")
+        done.append(job)
+    return done
 
 
 def list_spaces(ctx: Context) -> SpaceList:
@@ -224,32 +227,29 @@ async def add_messages(
     ctx: Context,
     space: SpaceArg,
     messages: Annotated[
-        list[Message],
-        Field(min_length=1, max_length=MAX_TURNS, description="the messages in order"),
+        list[ChatMessage],
+        Field(min_length=1, max_length=MAX_TURNS, description="the chat's messages in order"),
     ],
-    time: SessionTime,
-    session_id: Annotated[
-        str | None,
-        Field(
-            description="names the conversation; leave unset to derive it from the content "
-            "(sending the same messages again then changes nothing)"
-        ),
+    conversation_id: Annotated[
+        str | None, Field(description="names the conversation; its sessions' ids start with it")
+    ] = None,
+    user: Annotated[
+        str | None, Field(description="who the user is, e.g. 'Priya' (default 'User')")
+    ] = None,
+    assistant: Annotated[
+        str | None, Field(description="the assistant's name (default 'Assistant')")
     ] = None,
     wait: Wait = False,
-) -> Job:
-    """Add a conversation given as a plain list of {speaker, text} messages; the speakers are
-    its participants. Use it for a chat that just ended."""
-    if session_id is None:  # the same conversation however its time and names are written
-        utc = time.astimezone(UTC) if time.tzinfo else time.replace(tzinfo=UTC)
-        said = [{"speaker": person_name(m.speaker), "text": m.text} for m in messages]
-        session_id = "mcp-" + ids.content_hash({"time": utc.isoformat(), "messages": said})[:16]
-    body = SessionBody(
-        session_id=session_id,
-        started_at=time,
-        participants=list(dict.fromkeys(person_name(m.speaker) for m in messages)),
-        turns=[TurnBody(speaker=m.speaker, text=m.text) for m in messages],
+) -> JobList:
+    """Add a chat given as plain messages, `{role, content}` as a chat backend keeps them
+    (`name` and `created_at` when known): user and assistant messages are remembered, a pause
+    of over half an hour starts a new session. Sending the same messages again changes
+    nothing."""
+    memory = _memory(ctx)
+    jobs = await anyio.to_thread.run_sync(
+        lambda: memory.add_messages(space, messages, conversation_id, user, assistant)
     )
-    return await _submitted(_memory(ctx), space, body, wait)
+    return JobList(items=await _finished(memory, jobs) if wait else jobs)
 
 
 def get_job(ctx: Context, job_id: ItemId) -> Job:
@@ -259,21 +259,38 @@ def get_job(ctx: Context, job_id: ItemId) -> Job:
 
 
 def search(
-    ctx: Context, space: SpaceArg, question: Question, k: K = None, mode: Mode = None
+    ctx: Context,
+    space: SpaceArg,
+    question: Question,
+    k: K = None,
+    mode: Mode = None,
+    min_score: MinScore = None,
+    filters: Filters = None,
 ) -> SearchResponse:
     """Search a space's memory: the facts that best match the question, ranked, each with its
-    fact id, source session and turn ids, and the events and profiles recall used."""
-    query = QueryBody(question=question, k=k, mode=mode)
-    return _memory(ctx).search(space, query.question, k=query.k, mode=query.mode)
+    fact id, `relevance` (0-1), source session and turn ids, and the events and profiles
+    recall used. An empty `hits` means memory holds nothing relevant."""
+    query = QueryBody(question=question, k=k, mode=mode, min_score=min_score, filters=filters)
+    return _memory(ctx).search(
+        space, query.question, k=query.k, mode=query.mode, min_score=min_score, filters=filters
+    )
 
 
 def ask(
-    ctx: Context, space: SpaceArg, question: Question, k: K = None, mode: Mode = None
+    ctx: Context,
+    space: SpaceArg,
+    question: Question,
+    k: K = None,
+    mode: Mode = None,
+    min_score: MinScore = None,
+    filters: Filters = None,
 ) -> AskResponse:
     """Answer a question from a space's memory: `answer`, the ids of the facts it rests on
     (`answer_fact_ids`), and the ranked evidence (`hits`, with turn ids)."""
-    query = QueryBody(question=question, k=k, mode=mode)
-    return _memory(ctx).ask(space, query.question, k=query.k, mode=query.mode)
+    query = QueryBody(question=question, k=k, mode=mode, min_score=min_score, filters=filters)
+    return _memory(ctx).ask(
+        space, query.question, k=query.k, mode=query.mode, min_score=min_score, filters=filters
+    )
 
 
 def get_profile(

@@ -46,19 +46,21 @@ async def readyz(
         ),
     ] = False,
 ) -> Readiness | JSONResponse:
-    """Ready when Redis, which every route needs, answers PING on a new connection, and a slot
+    """Ready when Redis, which every route needs (where the API sends work to the queues),
+    answers PING on a new connection, and a slot
     is free for a request that waits on a worker: a process whose `api.wait_slots` are all
     taken refuses searches with 503, so the Service should send them elsewhere."""
     # The Services come from app.state here, not the ServicesDep dependency: a sync
     # dependency runs in the thread pool, which is what this route must not wait for.
     svc: Services = request.app.state.services
     checks: dict[str, bool | str] = {}
-    try:
-        await _redis_answers(svc.settings.broker.url or "")
-        checks["redis"] = True
-    except Exception as exc:  # readiness reports, it never raises
-        checks["redis"] = False
-        checks["redis_error"] = _describe(exc)
+    if svc.settings.broker.url:  # `atommem serve` has no Redis: its worker is this process
+        try:
+            await _redis_answers(svc.settings.broker.url)
+            checks["redis"] = True
+        except Exception as exc:  # readiness reports, it never raises
+            checks["redis"] = False
+            checks["redis_error"] = _describe(exc)
     slots = svc.slots
     checks["waiting"] = not slots.full
     if slots.full:
@@ -66,7 +68,7 @@ async def readyz(
             f"saturated: {slots.taken} requests wait on workers, the most api.wait_slots "
             f"({slots.size}) allows"
         )
-    if deep and checks["redis"]:
+    if deep and checks.get("redis", True):
         checks |= await _worker_round_trip(svc)
     ready = all(checks.get(k, True) for k in ("redis", "worker", "store", "waiting"))
     body = Readiness.model_validate({"status": "ready" if ready else "not ready", **checks})

@@ -1,5 +1,6 @@
-"""Counters of the model endpoints, as the workers keep them in Redis (read only here): an
-operator's view, on the admin key (they name the endpoints every tenant shares)."""
+"""Counters of the model endpoints, as the workers keep them (in Redis, or in this process
+when it serves the embedded store; read only here): an operator's view, on the admin key
+(they name the endpoints every tenant shares)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from pydantic import BaseModel, Field
 
 from api.deps import Admin, ServicesDep
 from api.errors import COMMON, declared
-from common.store.coordination.budgets import model_counters
 
 router = APIRouter(prefix="/v1/metrics", tags=["metrics"], responses=declared(*COMMON))
 
@@ -35,7 +35,7 @@ def model_metrics(svc: ServicesDep, _: Admin) -> ModelMetrics:
     its server made them wait (admin key only: endpoints serve every tenant, and their
     addresses are the deployment's; a tenant reads its own in each job's counts,
     `llm.endpoint.<role>.*`)."""
-    found = model_counters(svc.redis)
+    found = svc.model_counters()
     return ModelMetrics(
         endpoints=[EndpointCounters(endpoint=e, **counts) for e, counts in found.items()]
     )

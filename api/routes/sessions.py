@@ -11,6 +11,7 @@ from api.deps import ServicesDep, TenantMemoryDep
 from api.errors import COMMON, declared
 from common.models.api import SPACE_NAME, SessionBody
 from common.models.jobs import Job
+from common.models.messages import MessagesBody
 from common.models.responses import ErasureReceipt, JobList, Page, SessionSummary, StoredSession
 
 router = APIRouter(tags=["sessions"], responses=declared(*COMMON))
@@ -28,6 +29,23 @@ async def submit_session(
     Submitting the same session again is the same job (and changes nothing); the same id
     with other content is a 409. (The space's check waits on a query worker.)"""
     return await svc.waiting(lambda: memory.add(space, body))
+
+
+@router.post("/v1/spaces/{space}/messages", status_code=status.HTTP_202_ACCEPTED, responses=WRITE)
+async def submit_messages(
+    space: str, body: MessagesBody, memory: TenantMemoryDep, svc: ServicesDep
+) -> JobList:
+    """Queue a chat's plain messages (`[{role, content, name?, created_at?}]`, as a chat
+    backend holds them): `user` and `assistant` messages become the turns of one session, or
+    of several where the chat paused longer than `api.message_gap_s`; a job each, in order.
+    Sending the same messages again is the same jobs."""
+    return JobList(
+        items=await svc.waiting(
+            lambda: memory.add_messages(
+                space, body.messages, body.conversation_id, body.user, body.assistant
+            )
+        )
+    )
 
 
 @router.get("/v1/spaces/{space}/sessions", responses=READ)

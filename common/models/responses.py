@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, field_serializer
 
 from common.models.jobs import Job
 from common.models.memory import SAID_AT, Event, Fact, FactRevision, FactSource, Profile
@@ -137,16 +137,21 @@ class SpaceCounts(BaseModel):
     profiles: int
 
 
+# A creation time in ISO 8601: `isoformat()` ("+00:00"), as the API has always written a
+# space's (pydantic's own is "Z"). Tenants and keys made before they carried one read as
+# Unix seconds and are written out the same way.
+Stamp = Annotated[
+    datetime,
+    PlainSerializer(datetime.isoformat, return_type=str, when_used="json"),
+    Field(json_schema_extra={"format": "date-time"}),
+]
+
+
 class Space(BaseModel):
     name: str
-    created_at: datetime = Field(json_schema_extra={"format": "date-time"})
+    created_at: Stamp
     participants: list[str]
     counts: SpaceCounts
-
-    @field_serializer("created_at", when_used="json")
-    def _as_stored(self, value: datetime) -> str:
-        # `isoformat()` ("+00:00"), as the API has always written it; pydantic's is "Z".
-        return value.isoformat()
 
 
 class SpaceList(BaseModel):
@@ -155,7 +160,7 @@ class SpaceList(BaseModel):
 
 class Tenant(BaseModel):
     name: str
-    created_at: float
+    created_at: Stamp
 
 
 class TenantList(BaseModel):
@@ -167,13 +172,13 @@ class NewKey(BaseModel):
 
     tenant: str
     key_id: str
-    created_at: float
+    created_at: Stamp
     api_key: str
 
 
 class KeyInfo(BaseModel):
     key_id: str
-    created_at: float | None
+    created_at: Stamp | None
 
 
 class KeyList(BaseModel):
@@ -197,7 +202,9 @@ class Readiness(BaseModel):
     are reached only with `/readyz?deep=true`)."""
 
     status: Literal["ready", "not ready"]
-    redis: bool
+    redis: bool | None = Field(
+        default=None, description="Redis answers (left out where `atommem serve` has none)"
+    )
     worker: bool | None = None
     store: bool | None = None
     redis_error: str | None = None

@@ -114,16 +114,22 @@ def test_messages_become_a_session_named_by_their_content(served: tuple[Tools, A
     tools, _ = served
     chat = {
         "space": "demo",
-        "time": "2024-08-01T09:00:00Z",
+        "user": "Priya",
         "messages": [
-            {"speaker": "Tom", "text": "Biscuit learned to fetch the newspaper this morning."},
-            {"speaker": "Priya", "text": "I adopted a grey cat named Mochi last week."},
+            {"role": "system", "content": "You are Priya's assistant."},
+            {
+                "role": "assistant",
+                "name": "Tom",
+                "content": "Biscuit learned to fetch the newspaper this morning.",
+                "created_at": "2024-08-01T09:00:00Z",
+            },
+            {"role": "user", "content": "I adopted a grey cat named Mochi last week."},
         ],
     }
-    queued = tools.ok("add_messages", **chat)
-    done = tools.ok("add_messages", **chat, wait=True)
+    (queued,) = tools.ok("add_messages", **chat)["items"]
+    (done,) = tools.ok("add_messages", **chat, wait=True)["items"]
     assert done["job_id"] == queued["job_id"] and done["state"] == "done"
-    assert done["session_id"].startswith("mcp-") and done["counts"]["facts_stored"] >= 1
+    assert done["session_id"].startswith("chat-") and done["counts"]["facts_stored"] >= 1
     assert tools.ok("get_job", job_id=queued["job_id"])["state"] == "done"
     hits = tools.ok("search", space="demo", question="What is the name of Priya's cat?")["hits"]
     assert "Mochi" in hits[0]["text"]
@@ -184,7 +190,7 @@ def test_arguments_are_as_strict_as_the_http_bodies(served: tuple[Tools, Any]) -
     assert "invalid: limit: Input should be a valid integer" in tools.error(
         "list_facts", space="demo", limit="5"
     )
-    chat = {"time": "2024-08-03T09:00:00Z", "messages": [{"speaker": "Tom", "text": "Hi."}]}
+    chat = {"messages": [{"role": "user", "name": "Tom", "content": "Hi."}]}
     assert "invalid: wait: Input should be a valid boolean" in tools.error(
         "add_messages", space="demo", wait="yes", **chat
     )
@@ -303,15 +309,25 @@ def test_yesterday_is_read_in_the_sessions_own_offset(served: tuple[Tools, Any])
     """23:30 on 10 March in New York is 04:30 on 11 March in UTC: "yesterday" is 9 March."""
     tools, _ = served
     tools.ok("create_space", name="dates")
+    at = "2024-03-10T23:30:00-05:00"
     chat = {
         "space": "dates",
-        "time": "2024-03-10T23:30:00-05:00",
         "messages": [
-            {"speaker": "Tom", "text": "Yesterday I hiked up Bear Mountain with my brother."},
-            {"speaker": "Priya", "text": "Today I finally finished painting the kitchen."},
+            {
+                "role": "user",
+                "name": "Tom",
+                "content": "Yesterday I hiked up Bear Mountain with my brother.",
+                "created_at": at,
+            },
+            {
+                "role": "user",
+                "name": "Priya",
+                "content": "Today I finally finished painting the kitchen.",
+                "created_at": at,
+            },
         ],
     }
-    assert tools.ok("add_messages", **chat, wait=True)["state"] == "done"
+    assert tools.ok("add_messages", **chat, wait=True)["items"][0]["state"] == "done"
     texts = [f["text"] for f in tools.ok("list_facts", space="dates")["items"]]
     hiked = [t for t in texts if "Bear Mountain" in t]
     painted = [t for t in texts if "kitchen" in t]

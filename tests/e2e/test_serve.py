@@ -1,0 +1,108 @@
+"""`atommem serve`: one process, no Redis, driven through the SDK as a chat product would."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from api.client import AtomMem, InvalidError
+from tests.helpers.ports import free_port
+from tests.helpers.stack import until_ready
+from workers.launch import ROOT
+
+pytestmark = pytest.mark.integration
+
+CHAT = [
+    {"role": "system", "content": "You are a friendly assistant."},
+    {
+        "role": "user",
+        "content": "I moved to Denver last month.",
+        "created_at": "2024-06-02T10:00:00Z",
+    },
+    {"role": "assistant", "content": "How do you like Denver?"},
+    {"role": "user", "content": "I love it, and I adopted a grey cat named Mochi."},
+]
+
+
+@dataclass
+class Served:
+    url: str
+    log: Path
+    key_file: Path
+
+    def key(self) -> str:
+        return self.key_file.read_text().strip()
+
+
+@contextmanager
+def serving(data: Path) -> Iterator[Served]:
+    """`atommem --data-dir DATA serve` on a free port, with no broker in its environment."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ATOMMEM_")}
+    port = free_port()
+    log = data.parent / f"{data.name}-serve.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cli", "--data-dir", str(data), "serve", "--port", str(port)],
+            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        until_ready(f"{url}/readyz", proc, log, "atommem serve", timeout=120)
+        yield Served(url=url, log=log, key_file=data / "api_key")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("serve") / "data"
+
+
+def test_a_chat_goes_in_as_plain_messages_and_is_answered(data: Path) -> None:
+    with serving(data) as served:
+        assert stat.S_IMODE(served.key_file.stat().st_mode) == 0o600
+        assert served.key() in served.log.read_text()  # shown on the first start
+        ready = httpx.get(f"{served.url}/readyz", params={"deep": "true"}).json()
+        assert ready == {"status": "ready", "worker": True, "store": True, "waiting": True}
+        with AtomMem(served.url, served.key()) as mem:
+            mem.create_space("priya")
+            jobs = mem.add_messages("priya", CHAT, conversation_id="chat-1", user="Priya")
+            assert len(jobs) == 1 and jobs[0].session_id.startswith("chat-1-")
+            again = mem.add_messages("priya", CHAT, conversation_id="chat-1", user="Priya")
+            assert [j.job_id for j in again] == [j.job_id for j in jobs]
+            (done,) = mem.wait([jobs[0].job_id], timeout=300)
+            assert done.state == "done" and done.counts["facts_stored"] >= 2
+            stored = mem.session("priya", jobs[0].session_id)
+            assert [t.speaker for t in stored.turns] == ["Priya", "Assistant", "Priya"]
+            hits = mem.search("priya", "What is the name of Priya's cat?").hits
+            assert "Mochi" in hits[0].text
+            # no time given: the same messages sent later are still the same job
+            timeless = [{"role": "user", "content": "My favourite food is ramen."}]
+            first = mem.add_messages("priya", timeless, user="Priya")
+            (later,) = mem.add_messages("priya", timeless, user="Priya")
+            assert [later.job_id] == [j.job_id for j in first]
+            with pytest.raises(InvalidError) as refused:
+                mem.add_messages("priya", [{"rol": "user", "content": "x"}, {"role": "bot"}])
+            for error in ("body.messages.0.role: Field required",
+                          "body.messages.0.rol: Extra inputs are not permitted",
+                          "body.messages.1.content: Field required"):  # fmt: skip
+                assert error in refused.value.detail
+
+
+def test_a_restart_keeps_the_key_and_the_memory(data: Path) -> None:
+    with serving(data) as served:
+        assert str(served.key_file) in served.log.read_text().split("AtomMem at")[-1]
+        with AtomMem(served.url, served.key()) as mem:
+            assert mem.get_space("priya").counts.facts >= 3
+            assert "Mochi" in mem.search("priya", "Priya's cat").hits[0].text
