@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from common.celery_config import send_payload
 from common.errors import Conflict, NotFound, SessionConflict, raise_failure
 from common.models import ids
+from common.models.api import SearchFilters
 from common.models.jobs import (
     AcceptPayload,
     AdminOp,
@@ -236,10 +237,12 @@ class Producer:
         timeout: float = READ_S,
         mode: str | None = None,
         explain: bool = False,
+        min_score: float | None = None,
+        filters: SearchFilters | None = None,
     ) -> SearchResponse:
         """Ranked facts; `mode` overrides the configured recall mode for this query;
-        `explain` adds the recall graph."""
-        body = _question(tenant, space, question, k, mode, explain)
+        `explain` adds the recall graph; `min_score` and `filters` narrow the hits."""
+        body = _question(tenant, space, question, k, mode, explain, min_score, filters)
         return self._call(TaskName.SEARCH, body, timeout, SearchResponse)
 
     def ask(
@@ -251,9 +254,11 @@ class Producer:
         k: int | None = None,
         mode: str | None = None,
         explain: bool = False,
+        min_score: float | None = None,
+        filters: SearchFilters | None = None,
     ) -> AskResponse:
         """An answer from memory with the facts it used."""
-        body = _question(tenant, space, question, k, mode, explain)
+        body = _question(tenant, space, question, k, mode, explain, min_score, filters)
         return self._call(TaskName.ASK, body, timeout, AskResponse)
 
     def spaces(self, tenant: str, timeout: float = READ_S) -> SpaceList:
@@ -376,7 +381,14 @@ def _what(body: TaskPayload) -> str | None:
 
 
 def _question(
-    tenant: str, space: str, question: str, k: int | None, mode: str | None, explain: bool
+    tenant: str,
+    space: str,
+    question: str,
+    k: int | None,
+    mode: str | None,
+    explain: bool,
+    min_score: float | None,
+    filters: SearchFilters | None,
 ) -> QueryPayload:
     # `mode` arrives as any string (CLI, bench): validation refuses one that is no recall mode
     return QueryPayload.model_validate(
@@ -388,5 +400,7 @@ def _question(
             k=k,
             mode=mode,
             explain=explain,
+            min_score=min_score,
+            filters=filters,
         )
     )

@@ -19,10 +19,14 @@ router = APIRouter(
 async def search(
     space: str, body: QueryBody, memory: TenantMemoryDep, svc: ServicesDep
 ) -> SearchResponse:
-    """Ranked facts (text, source turn ids, each stage's score), events and profiles used;
-    with `explain`, the recall graph: seeds, expanded facts and the edges by channel."""
+    """Ranked facts (text, source turn ids, `relevance` in [0, 1], each stage's score), events
+    and profiles used; with `explain`, the recall graph: seeds, expanded facts and the edges
+    by channel. Hits with `relevance` below `min_score` (default `retrieval.min_relevance`)
+    and outside `filters` (when said, session, participant) are left out."""
     return await svc.waiting(
-        lambda: memory.search(space, body.question, body.k, body.mode, body.explain)
+        lambda: memory.search(
+            space, body.question, body.k, body.mode, body.explain, body.min_score, body.filters
+        )
     )
 
 
@@ -32,5 +36,7 @@ async def ask(
 ) -> AskResponse:
     """An answer from memory with the facts it used."""
     return await svc.waiting(
-        lambda: memory.ask(space, body.question, body.k, body.mode, body.explain)
+        lambda: memory.ask(
+            space, body.question, body.k, body.mode, body.explain, body.min_score, body.filters
+        )
     )

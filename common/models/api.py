@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 from pydantic.config import JsonDict
 
 from common.errors import InvalidInput
+from common.models.names import person_name
 from common.models.session import MAX_ORDER, NAME_MAX, NOT_BLANK, SessionInput, Turn, not_blank
 from common.settings import RecallMode
 
@@ -187,6 +188,44 @@ class SessionBody(Strict):
         )
 
 
+class SearchFilters(Strict):
+    """What a search may return: facts said in a time range, in given sessions, or naming
+    given people (every filter set must hold). Pending turns are filtered alike, by their
+    session's start."""
+
+    after: datetime | None = Field(
+        default=None, description="said at or after this time (ISO 8601; without an offset, UTC)"
+    )
+    before: datetime | None = Field(default=None, description="said at or before this time")
+    session_ids: list[Annotated[str, Field(min_length=1, max_length=256)]] | None = Field(
+        default=None, min_length=1, max_length=100, description="only facts of these sessions"
+    )
+    participants: list[Name] | None = Field(
+        default=None, min_length=1, max_length=50, description="only facts naming these people"
+    )
+
+    @field_validator("after", "before", mode="before")
+    @classmethod
+    def _iso_text(cls, value: object) -> object:
+        return value if value is None else iso_text(value)
+
+    @field_validator("after", "before")
+    @classmethod
+    def _in_range(cls, value: datetime | None) -> datetime | None:
+        return value if value is None else check_time(value)
+
+    @field_validator("participants")
+    @classmethod
+    def _names(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else [person_name(p) for p in value]
+
+    @property
+    def empty(self) -> bool:
+        return all(
+            v is None for v in (self.after, self.before, self.session_ids, self.participants)
+        )
+
+
 class QueryBody(Strict):
     question: str = Field(min_length=1, max_length=2000, json_schema_extra={"pattern": NOT_BLANK})
     k: int | None = Field(default=None, ge=1, le=100, strict=True)
@@ -194,6 +233,14 @@ class QueryBody(Strict):
     explain: bool = Field(
         default=False, strict=True, description="also return the recall graph (`graph`)"
     )
+    min_score: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=1.0,
+        description="drop hits whose `relevance` is below this (default "
+        "`retrieval.min_relevance`; 0 keeps every hit)",
+    )
+    filters: SearchFilters | None = None
 
     @field_validator("question")
     @classmethod

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from common.models.api import SearchFilters
 from common.models.session import SessionInput
 from common.settings import RecallMode
 
@@ -79,6 +80,8 @@ class QueryPayload(SpacePayload):
     k: int | None = None
     mode: RecallMode | None = None
     explain: bool = False
+    min_score: float | None = None
+    filters: SearchFilters | None = None
 
 
 ReadWhat = Literal[

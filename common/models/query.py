@@ -26,7 +26,17 @@ class QueryIntent(BaseModel):
 class SearchHit(BaseModel):
     fact_id: str
     text: str
-    score: float
+    score: float = Field(
+        description="the rank fusion's score the hits are ordered by (compare it only within "
+        "one reply)"
+    )
+    relevance: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="S_h(fact, question) = alpha*cos + beta*L in [0, 1]: comparable across "
+        "questions, what `min_score` holds hits to",
+    )
     stages: dict[str, float]
     turn_ids: list[str]
     session_id: str

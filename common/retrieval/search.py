@@ -15,6 +15,7 @@ from common.context import MemoryContext
 from common.errors import InvalidInput
 from common.llm import usage
 from common.llm.contracts import Answer, EvidenceItem, QueryIntent
+from common.models.api import SearchFilters
 from common.models.memory import Event, Fact, FactTime, Profile, ProfileVersion
 from common.models.names import nfc
 from common.models.query import (
@@ -27,6 +28,7 @@ from common.models.query import (
     SearchResponse,
 )
 from common.models.session import SessionInput
+from common.retrieval import filters as filtering
 from common.retrieval import names
 from common.retrieval import pending as pending_turns
 from common.retrieval.explain import recall_graph
@@ -43,6 +45,7 @@ class Hit:
     fact: Fact
     score: float
     stages: dict[str, float] = field(default_factory=dict)
+    relevance: float = 0.0  # S_h(fact, question) in [0, 1], set on the hits returned
 
 
 @dataclass
@@ -106,8 +109,10 @@ def compensatory(
     query: TextQuery,
     vector: np.ndarray,
     exclude: set[str],
+    allowed: np.ndarray | None = None,
 ) -> tuple[list[Hit], list[tuple[Event, float]]]:
-    """Events by S_h(E,Q); their facts minus `exclude`, by S_f = w_e·S_h(E,Q) + (1−w_e)·S_h(F,Q)."""
+    """Events by S_h(E,Q); their facts minus `exclude` (and, with `allowed`, only the rows it
+    lets through), by S_f = w_e·S_h(E,Q) + (1−w_e)·S_h(F,Q)."""
     cfg = ctx.settings
     events = index.events.hybrid(
         vector,
@@ -122,6 +127,8 @@ def compensatory(
         for fid in event.fact_ids:
             row = index.facts.rows.get(fid)
             if row is None or fid in exclude or not index.facts.alive[row]:
+                continue
+            if allowed is not None and not (row < allowed.size and allowed[row]):
                 continue
             best[row] = max(best.get(row, -np.inf), event_score)
     if not best:
@@ -153,10 +160,12 @@ def associative(
     vector: np.ndarray,
     seeds: list[Hit],
     k: int,
+    allowed: np.ndarray | None = None,
 ) -> tuple[list[Hit], Walk]:
     """Random walk with restart over the local graph around the seeds; the top k local
     nodes by activation, or by activation fused with their own relevance (`final_ranking`),
-    and the walk."""
+    and the walk. With `allowed`, the walk goes through every fact but only the rows it lets
+    through are returned."""
     cfg = ctx.settings.graph
     ordered = sorted(seeds, key=lambda h: -h.score)[: cfg.max_seed_facts]
     rows = [index.facts.rows[h.fact.id] for h in ordered]
@@ -175,8 +184,13 @@ def associative(
     else:
         final = result.activation
     by_id = {h.fact.id: h for h in ordered}
+    order = np.argsort(-final, kind="stable")
+    if allowed is not None:
+        inside = local < allowed.size
+        inside[inside] = allowed[local[inside]]
+        order = order[inside[order]]
     hits = []
-    for i in np.argsort(-final, kind="stable")[:k]:
+    for i in order[:k]:
         fact = index.facts.records[int(local[i])]
         stages = dict(by_id[fact.id].stages) if fact.id in by_id else {}
         stages["graph"] = float(result.activation[i])
@@ -213,11 +227,15 @@ def search(
     mode: RecallMode | None = None,
     explain: bool = False,
     pending: Sequence[SessionInput] = (),
+    min_score: float | None = None,
+    filters: SearchFilters | None = None,
 ) -> SearchResult:
     """The top-k facts for a question, with the events and profiles used and stage timings;
     with `explain`, also the recall graph (in the modes that walk one). `pending`: the
     space's sessions not yet committed (in session order), whose best turns come back
-    beside the facts in every mode."""
+    beside the facts in every mode. Hits whose relevance S_h(F,Q) is below `min_score`
+    (default `retrieval.min_relevance`) are dropped; `filters` keep only facts said in a
+    time range, of given sessions or naming given people (pending turns alike)."""
     if not question.strip():
         raise InvalidInput("the question is empty")
     question = nfc(question)  # names in it match the participants', kept in NFC
@@ -238,6 +256,11 @@ def search(
     index.facts.lexical(query, sim)  # kept for every stage below that ranks facts by S_h
     clock.lap("lexical")
     fmask = _filtered(index, intent, "facts")
+    allowed = filtering.allowed(index.facts, filters)
+    if allowed is not None:  # the caller's filters hold; the intent's only where they can
+        n = min(fmask.size, allowed.size)
+        both = fmask[:n] & allowed[:n]
+        fmask = both if both.any() else allowed[:n]
     events: list[tuple[Event, float]] = []
     graph: RecallGraph | None = None
     walk: Walk | None = None
@@ -250,22 +273,26 @@ def search(
         primary = [Hit(index.facts.get(r.id), r.score, {"primary": r.score}) for r in ranked]
         clock.lap("primary")
         taken = {h.fact.id for h in primary}
-        extra, events = compensatory(ctx, index, intent, query, vector, taken)
+        extra, events = compensatory(ctx, index, intent, query, vector, taken, allowed)
         clock.lap("compensatory")
         seeds = primary + extra
         if mode == "no-graph" or not seeds:
             hits = sorted(seeds, key=lambda h: -h.score)[:k]
         else:
-            hits, walk = associative(ctx, index, intent, query, vector, seeds, k)
+            hits, walk = associative(ctx, index, intent, query, vector, seeds, k, allowed)
             clock.lap("graph")
             if explain:
                 graph = recall_graph(index, walk.graph, walk.seeds, [h.fact.id for h in hits])
                 clock.lap("explain")
+    hits = _relevant(index, hits, vector, query, ctx, min_score)
     profiles: list[tuple[Profile, Profile | ProfileVersion]] = []
     if intent.needs_profile and mode not in ("flat", "no-profile"):
         profiles = top_profiles(ctx, tenant, space, intent, query, vector, now.date())
+        if filters is not None and filters.participants is not None:
+            profiles = [(p, v) for p, v in profiles if p.person in filters.participants]
         clock.lap("profiles")
     found = pending_turns.PendingResult([], 0, 0)
+    pending = filtering.pending_allowed(list(pending), filters)
     if pending:
         found = _pending(ctx, pending, plain, query, hits)
         clock.lap("pending")
@@ -282,6 +309,37 @@ def search(
         found.cut,
         walk,
     )
+
+
+def _relevant(
+    index: SpaceIndex,
+    hits: list[Hit],
+    vector: np.ndarray,
+    query: TextQuery,
+    ctx: MemoryContext,
+    min_score: float | None,
+) -> list[Hit]:
+    """The hits with their relevance S_h(F,Q) (clipped to [0, 1]), less those below
+    `min_score` (default `retrieval.min_relevance`), in their order."""
+    if not hits:
+        return hits
+    rows = np.array([index.facts.rows[h.fact.id] for h in hits], dtype=np.int64)
+    relevance = np.clip(
+        hybrid_many(
+            index.facts.matrix[rows] @ vector,
+            index.facts.lexical(query, ctx.settings.similarity)[rows],
+            ctx.settings.similarity,
+        ),
+        0.0,
+        1.0,
+    )
+    floor = ctx.settings.retrieval.min_relevance if min_score is None else min_score
+    kept = []
+    for hit, value in zip(hits, relevance, strict=True):
+        hit.relevance = float(value)
+        if hit.relevance >= floor:
+            kept.append(hit)
+    return kept
 
 
 def _pending(
@@ -353,12 +411,24 @@ def ask(
     mode: RecallMode | None = None,
     explain: bool = False,
     pending: Sequence[SessionInput] = (),
+    min_score: float | None = None,
+    filters: SearchFilters | None = None,
 ) -> AskResult:
     """Search, then an answer from the configured backend with its evidence: the facts, then
     the pending turns (named `pending:<session_id>:<turn id>`)."""
     with usage.metered() as used:
         result = search(
-            ctx, tenant, space, question, k=k, now=now, mode=mode, explain=explain, pending=pending
+            ctx,
+            tenant,
+            space,
+            question,
+            k=k,
+            now=now,
+            mode=mode,
+            explain=explain,
+            pending=pending,
+            min_score=min_score,
+            filters=filters,
         )
         evidence = [
             EvidenceItem(fact_id=h.fact.id, text=h.fact.text, score=h.score, time=h.fact.time)
@@ -388,6 +458,7 @@ def search_response(result: SearchResult) -> SearchResponse:
                 fact_id=h.fact.id,
                 text=h.fact.text,
                 score=h.score,
+                relevance=h.relevance,
                 stages=h.stages,
                 turn_ids=h.fact.all_turn_ids(),
                 session_id=h.fact.source.session_id,

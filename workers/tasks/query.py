@@ -55,6 +55,8 @@ def _answer(payload: dict[str, Any], run: Callable[..., BaseModel]) -> dict[str,
                     mode=p.mode,
                     explain=p.explain,
                     pending=pending,
+                    min_score=p.min_score,
+                    filters=p.filters,
                 )
         except AtomMemError as exc:
             return failure(exc)
