@@ -27,6 +27,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from typing import Any, Literal, overload
 from urllib.parse import quote
 
@@ -38,7 +39,7 @@ from common.models.api import RawSession, SearchFilters
 from common.models.jobs import FINISHED, Job
 from common.models.memory import Event, Fact, Profile
 from common.models.messages import RawMessages, messages_body
-from common.models.query import AskResponse, SearchResponse
+from common.models.query import CONTEXT_TOKENS, AskResponse, ContextResponse, SearchResponse
 from common.models.responses import (
     PAGES,
     RECORDS,
@@ -145,16 +146,23 @@ def _session(session: RawSession) -> object:
 
 @dataclass(frozen=True)
 class Recall:
-    """A search's or an ask's options, as the body sends them (unset ones left out)."""
+    """A search's, an ask's or a context's options, as the body sends them (unset ones left
+    out)."""
 
     k: int | None = None
     mode: str | None = None
     explain: bool = False
     min_score: float | None = None
     filters: SearchFilters | Mapping[str, object] | None = None
+    as_of: datetime | None = None
+    max_tokens: int | None = None  # a context block's
 
     def body(self, question: str) -> dict[str, object]:
         body: dict[str, object] = {"question": question}
+        if self.as_of is not None:
+            body["as_of"] = self.as_of.isoformat()
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
         if self.k is not None:
             body["k"] = self.k
         if self.mode is not None:
@@ -234,6 +242,19 @@ class Calls:
     @staticmethod
     def ask(space: str, question: str, recall: Recall) -> Call:
         return Call("POST", path("spaces", space, "ask"), json=recall.body(question))
+
+    @staticmethod
+    def context(space: str, question: str, recall: Recall) -> Call:
+        return Call("POST", path("spaces", space, "context"), json=recall.body(question))
+
+    @staticmethod
+    def profiles(space: str, person: str | None, as_of: date | None, offset: int) -> Call:
+        params: dict[str, str | int] = {"limit": PAGE, "offset": offset}
+        if person is not None:
+            params["person"] = person
+        if as_of is not None:
+            params["as_of"] = as_of.isoformat()
+        return Call("GET", path("spaces", space, "profiles"), params=params)
 
     @staticmethod
     def page(space: str, kind: Kind, offset: int, limit: int = PAGE) -> Call:
@@ -414,12 +435,14 @@ class AtomMem:
         explain: bool = False,
         min_score: float | None = None,
         filters: SearchFilters | Mapping[str, object] | None = None,
+        as_of: datetime | None = None,
     ) -> SearchResponse:
         """Ranked facts, each with its `relevance` in [0, 1]; `min_score` drops weak ones
         (default: the server's `retrieval.min_relevance`), `filters` keeps facts said in a
         time range, of given sessions or naming given people (`SearchFilters` or its dict);
-        `explain=True` adds the recall graph (`graph`)."""
-        recall = Recall(k, mode, explain, min_score, filters)
+        `as_of` is when the question is asked (default now); `explain=True` adds the recall
+        graph (`graph`)."""
+        recall = Recall(k, mode, explain, min_score, filters, as_of)
         found = self._do(Calls.search(space, question, recall))
         return SearchResponse.model_validate(found)
 
@@ -432,10 +455,29 @@ class AtomMem:
         explain: bool = False,
         min_score: float | None = None,
         filters: SearchFilters | Mapping[str, object] | None = None,
+        as_of: datetime | None = None,
     ) -> AskResponse:
         """An answer from the facts `search` would return, with its evidence."""
-        recall = Recall(k, mode, explain, min_score, filters)
+        recall = Recall(k, mode, explain, min_score, filters, as_of)
         return AskResponse.model_validate(self._do(Calls.ask(space, question, recall)))
+
+    def context(
+        self,
+        space: str,
+        question: str,
+        max_tokens: int = CONTEXT_TOKENS,
+        k: int | None = None,
+        mode: str | None = None,
+        min_score: float | None = None,
+        filters: SearchFilters | Mapping[str, object] | None = None,
+        as_of: datetime | None = None,
+    ) -> ContextResponse:
+        """A block to place in a prompt as it is (`.text`): the profiles in force at `as_of`
+        (default now), the ranked facts with dates and sessions, the events used, the turns
+        not yet processed, each line labelled ([P1], [F1], ...) with what it cites in
+        `.items`, within `max_tokens`."""
+        recall = Recall(k, mode, False, min_score, filters, as_of, max_tokens)
+        return ContextResponse.model_validate(self._do(Calls.context(space, question, recall)))
 
     @overload
     def get_all(self, space: str, kind: Literal["facts"] = ...) -> list[Fact]: ...
@@ -447,6 +489,16 @@ class AtomMem:
         """Every fact (or event, or profile) of the space, page by page."""
         pages = _Pages(PAGES[kind])
         while not pages.add(self._do(Calls.page(space, kind, len(pages.items)))):
+            pass
+        return pages.items
+
+    def profiles(
+        self, space: str, person: str | None = None, as_of: date | None = None
+    ) -> list[Profile]:
+        """A person's profiles (everyone's when `person` is None), each as it stood on
+        `as_of` (default: as it stands): "where did she live in April?"."""
+        pages = _Pages(Page[Profile])
+        while not pages.add(self._do(Calls.profiles(space, person, as_of, len(pages.items)))):
             pass
         return pages.items
 
@@ -576,8 +628,9 @@ class AsyncAtomMem:
         explain: bool = False,
         min_score: float | None = None,
         filters: SearchFilters | Mapping[str, object] | None = None,
+        as_of: datetime | None = None,
     ) -> SearchResponse:
-        recall = Recall(k, mode, explain, min_score, filters)
+        recall = Recall(k, mode, explain, min_score, filters, as_of)
         found = await self._do(Calls.search(space, question, recall))
         return SearchResponse.model_validate(found)
 
@@ -590,10 +643,26 @@ class AsyncAtomMem:
         explain: bool = False,
         min_score: float | None = None,
         filters: SearchFilters | Mapping[str, object] | None = None,
+        as_of: datetime | None = None,
     ) -> AskResponse:
-        recall = Recall(k, mode, explain, min_score, filters)
+        recall = Recall(k, mode, explain, min_score, filters, as_of)
         asked = await self._do(Calls.ask(space, question, recall))
         return AskResponse.model_validate(asked)
+
+    async def context(
+        self,
+        space: str,
+        question: str,
+        max_tokens: int = CONTEXT_TOKENS,
+        k: int | None = None,
+        mode: str | None = None,
+        min_score: float | None = None,
+        filters: SearchFilters | Mapping[str, object] | None = None,
+        as_of: datetime | None = None,
+    ) -> ContextResponse:
+        recall = Recall(k, mode, False, min_score, filters, as_of, max_tokens)
+        found = await self._do(Calls.context(space, question, recall))
+        return ContextResponse.model_validate(found)
 
     @overload
     async def get_all(self, space: str, kind: Literal["facts"] = ...) -> list[Fact]: ...
@@ -604,6 +673,14 @@ class AsyncAtomMem:
     async def get_all(self, space: str, kind: Kind = "facts") -> list[Any]:
         pages = _Pages(PAGES[kind])
         while not pages.add(await self._do(Calls.page(space, kind, len(pages.items)))):
+            pass
+        return pages.items
+
+    async def profiles(
+        self, space: str, person: str | None = None, as_of: date | None = None
+    ) -> list[Profile]:
+        pages = _Pages(Page[Profile])
+        while not pages.add(await self._do(Calls.profiles(space, person, as_of, len(pages.items)))):
             pass
         return pages.items
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 from celery import Celery
@@ -239,10 +240,16 @@ class Producer:
         explain: bool = False,
         min_score: float | None = None,
         filters: SearchFilters | None = None,
+        as_of: datetime | None = None,
+        profiles: bool = False,
     ) -> SearchResponse:
         """Ranked facts; `mode` overrides the configured recall mode for this query;
-        `explain` adds the recall graph; `min_score` and `filters` narrow the hits."""
-        body = _question(tenant, space, question, k, mode, explain, min_score, filters)
+        `explain` adds the recall graph; `min_score` and `filters` narrow the hits; `as_of`
+        (naive wall-clock time) is when the question is asked; `profiles` looks profiles up
+        whatever the question's intent says."""
+        body = _question(
+            tenant, space, question, k, mode, explain, min_score, filters, as_of, profiles
+        )
         return self._call(TaskName.SEARCH, body, timeout, SearchResponse)
 
     def ask(
@@ -256,9 +263,10 @@ class Producer:
         explain: bool = False,
         min_score: float | None = None,
         filters: SearchFilters | None = None,
+        as_of: datetime | None = None,
     ) -> AskResponse:
         """An answer from memory with the facts it used."""
-        body = _question(tenant, space, question, k, mode, explain, min_score, filters)
+        body = _question(tenant, space, question, k, mode, explain, min_score, filters, as_of)
         return self._call(TaskName.ASK, body, timeout, AskResponse)
 
     def spaces(self, tenant: str, timeout: float = READ_S) -> SpaceList:
@@ -389,6 +397,8 @@ def _question(
     explain: bool,
     min_score: float | None,
     filters: SearchFilters | None,
+    as_of: datetime | None = None,
+    profiles: bool = False,
 ) -> QueryPayload:
     # `mode` arrives as any string (CLI, bench): validation refuses one that is no recall mode
     return QueryPayload.model_validate(
@@ -402,5 +412,7 @@ def _question(
             explain=explain,
             min_score=min_score,
             filters=filters,
+            as_of=as_of,
+            profiles=profiles,
         )
     )

@@ -9,7 +9,7 @@ import contextlib
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any, Literal, Protocol, overload
 
 import redis
@@ -21,7 +21,8 @@ from common.models.api import RawSession, SearchFilters, SessionBody, SpaceCreat
 from common.models.jobs import Job
 from common.models.memory import Event, Fact, Profile
 from common.models.messages import MessagesBody, RawMessages, messages_body
-from common.models.query import AskResponse, SearchResponse
+from common.models.names import person_name
+from common.models.query import CONTEXT_TOKENS, AskResponse, ContextResponse, SearchResponse
 from common.models.responses import (
     ErasureReceipt,
     FactHistory,
@@ -33,10 +34,16 @@ from common.models.responses import (
 )
 from common.models.session import SessionInput
 from common.producer import Producer
+from common.retrieval.context import compose
 from common.settings import ApiSettings
 
 Progress = Callable[[int], None]
 PAGE = 500  # items per page when a whole listing is read
+
+
+def _wall(when: datetime | None) -> datetime | None:
+    """A caller's time as memory keeps times: naive wall-clock time (an offset dropped)."""
+    return None if when is None else when.replace(tzinfo=None)
 
 
 class Memory(Protocol):
@@ -85,6 +92,7 @@ class Memory(Protocol):
         explain: bool = False,
         min_score: float | None = None,
         filters: SearchFilters | None = None,
+        as_of: datetime | None = None,
     ) -> SearchResponse: ...
 
     def ask(
@@ -96,7 +104,20 @@ class Memory(Protocol):
         explain: bool = False,
         min_score: float | None = None,
         filters: SearchFilters | None = None,
+        as_of: datetime | None = None,
     ) -> AskResponse: ...
+
+    def context(
+        self,
+        space: str,
+        question: str,
+        max_tokens: int = ...,
+        k: int | None = None,
+        mode: str | None = None,
+        min_score: float | None = None,
+        filters: SearchFilters | None = None,
+        as_of: datetime | None = None,
+    ) -> ContextResponse: ...
 
     def page(self, space: str, kind: Kind, limit: int = ..., offset: int = ...) -> Page[Any]: ...
 
@@ -112,6 +133,23 @@ class Memory(Protocol):
     def delete(
         self, space: str, fact_id: str | None = None, session_id: str | None = None
     ) -> ErasureReceipt: ...
+
+
+def profiles_of(
+    memory: Memory, space: str, person: str | None, as_of: date | None
+) -> list[Profile]:
+    """The space's profiles of `person` (every person's when None; names compare as every
+    path compares them), each as it stood on `as_of` (those that did not hold yet left out),
+    by person and start."""
+    wanted = None if person is None else person_name(person)
+    found = []
+    for profile in memory.get_all(space, "profiles"):
+        if wanted is not None and person_name(profile.person) != wanted:
+            continue
+        state = profile if as_of is None else profile.as_of(as_of)
+        if state is not None:
+            found.append(state)
+    return sorted(found, key=lambda p: (p.person, p.t_from, p.id))
 
 
 class WriteQuota(Protocol):
@@ -301,13 +339,16 @@ class TenantMemory:
         explain: bool = False,
         min_score: float | None = None,
         filters: SearchFilters | None = None,
+        as_of: datetime | None = None,
     ) -> SearchResponse:
         """Ranked facts (with `explain`, the recall graph); hits below `min_score` (default
-        `retrieval.min_relevance`) or outside `filters` are left out."""
+        `retrieval.min_relevance`) or outside `filters` are left out; `as_of` is when the
+        question is asked (an offset is dropped: memory keeps wall-clock times)."""
         with self._waiting():
             return self.producer.search(
-                self.tenant, space, question, k, self._read_s, mode, explain, min_score, filters
-            )
+                self.tenant, space, question, k, self._read_s, mode, explain, min_score,
+                filters, _wall(as_of),
+            )  # fmt: skip
 
     def ask(
         self,
@@ -318,12 +359,36 @@ class TenantMemory:
         explain: bool = False,
         min_score: float | None = None,
         filters: SearchFilters | None = None,
+        as_of: datetime | None = None,
     ) -> AskResponse:
         """An answer from memory with the facts it used."""
         with self._waiting():
             return self.producer.ask(
-                self.tenant, space, question, self._read_s, k, mode, explain, min_score, filters
-            )
+                self.tenant, space, question, self._read_s, k, mode, explain, min_score,
+                filters, _wall(as_of),
+            )  # fmt: skip
+
+    def context(
+        self,
+        space: str,
+        question: str,
+        max_tokens: int = CONTEXT_TOKENS,
+        k: int | None = None,
+        mode: str | None = None,
+        min_score: float | None = None,
+        filters: SearchFilters | None = None,
+        as_of: datetime | None = None,
+    ) -> ContextResponse:
+        """A prompt-ready block for the question (`common.retrieval.context`): the profiles
+        in force at `as_of` (default now), the ranked facts, the events used, the turns not
+        yet processed, within `max_tokens`."""
+        asked = _wall(as_of) or datetime.now(UTC).replace(tzinfo=None)
+        with self._waiting():
+            found = self.producer.search(
+                self.tenant, space, question, k, self._read_s, mode, False, min_score,
+                filters, asked, profiles=True,
+            )  # fmt: skip
+        return compose(found, asked, max_tokens)
 
     def page(self, space: str, kind: Kind, limit: int = PAGE, offset: int = 0) -> Page[Any]:
         """A page of the space's facts (in session order), events or profiles."""

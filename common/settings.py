@@ -136,8 +136,10 @@ class RetrievalSettings(BaseModel):
     # process and cached): a long backlog costs a bounded amount.
     pending_max_turns: int = Field(default=500, ge=0)
     # A hit's relevance S_h(F,Q) (clipped to [0, 1]) must reach this to be returned, unless a
-    # query sets its own `min_score` (docs/recall.md, "Relevance").
-    min_relevance: float = Field(default=0.0, ge=0.0, le=1.0)
+    # query sets its own `min_score`. 0.28: chosen on LoCoMo fold A as the highest floor that
+    # costs Recall@10 at most one point; off-topic probes then come back empty
+    # (bench/results/relevance_floor.json, docs/recall.md "Relevance").
+    min_relevance: float = Field(default=0.28, ge=0.0, le=1.0)
 
 
 class GraphSettings(BaseModel):

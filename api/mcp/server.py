@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
-from datetime import date
+from datetime import date, datetime
 from typing import Annotated, Any
 
 import anyio
@@ -23,6 +23,7 @@ from api.mcp.errors import explain, unreadable
 from common.models.api import (
     MAX_TURNS,
     SPACE_NAME,
+    ContextBody,
     QueryBody,
     SearchFilters,
     SessionBody,
@@ -31,7 +32,7 @@ from common.models.jobs import FINISHED, Job
 from common.models.memory import Event, Fact, Profile, ProfileVersion
 from common.models.messages import ChatMessage
 from common.models.names import person_name
-from common.models.query import AskResponse, SearchResponse
+from common.models.query import CONTEXT_TOKENS, AskResponse, ContextResponse, SearchResponse
 from common.models.responses import (
     ErasureReceipt,
     FactHistory,
@@ -293,6 +294,34 @@ def ask(
     )
 
 
+def get_context(
+    ctx: Context,
+    space: SpaceArg,
+    question: Question,
+    max_tokens: Annotated[
+        int, Field(ge=50, le=32_000, description="the block's budget in tokens (chars / 4)")
+    ] = CONTEXT_TOKENS,
+    min_score: MinScore = None,
+    filters: Filters = None,
+    as_of: Annotated[
+        datetime | None,
+        Field(description="when the question is asked (ISO 8601); unset: now"),
+    ] = None,
+) -> ContextResponse:
+    """What memory holds for a question as a block to read before answering (`text`): the
+    person's profiles in force, the relevant facts with their dates, the events they belong
+    to and what was said but not yet processed, each line labelled [P1], [F1], [E1], [T1] to
+    cite; `items` maps each label to its id. Prefer it to `search` to ground a reply."""
+    body = ContextBody(
+        question=question, max_tokens=max_tokens, min_score=min_score, filters=filters,
+        as_of=as_of,
+    )  # fmt: skip
+    return _memory(ctx).context(
+        space, body.question, body.max_tokens, min_score=min_score, filters=filters,
+        as_of=body.as_of,
+    )  # fmt: skip
+
+
 def get_profile(
     ctx: Context,
     space: SpaceArg,
@@ -364,6 +393,7 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
     (get_job, READ),
     (search, READ),
     (ask, READ),
+    (get_context, READ),
     (get_profile, READ),
     (list_facts, READ),
     (list_events, READ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -10,6 +11,8 @@ from api.deps import ServicesDep, TenantMemoryDep
 from api.errors import COMMON, declared
 from common.models.memory import Event, Fact, Profile
 from common.models.responses import ErasureReceipt, FactHistory, Page
+from common.models.session import NAME_MAX
+from common.service import profiles_of
 
 router = APIRouter(
     prefix="/v1/spaces/{space}", tags=["memory"], responses=declared(*COMMON, 404, 504)
@@ -63,9 +66,29 @@ async def get_event(space: str, event_id: str, memory: TenantMemoryDep, svc: Ser
 
 @router.get("/profiles")
 async def list_profiles(
-    space: str, memory: TenantMemoryDep, svc: ServicesDep, limit: Limit = 100, offset: Offset = 0
+    space: str,
+    memory: TenantMemoryDep,
+    svc: ServicesDep,
+    limit: Limit = 100,
+    offset: Offset = 0,
+    person: Annotated[
+        str | None,
+        Query(min_length=1, max_length=NAME_MAX, description="only this person's profiles"),
+    ] = None,
+    as_of: Annotated[
+        date | None,
+        Query(
+            description="a day: each profile as it stood then (the version in force as its "
+            "content, the earlier ones as its history); those not yet holding left out"
+        ),
+    ] = None,
 ) -> Page[Profile]:
-    return await svc.waiting(lambda: memory.page(space, "profiles", limit, offset))
+    """Profiles a page at a time; with `person` and `as_of`, what was true of someone on a
+    day ("where did she live in April?"), ordered by person and start."""
+    if person is None and as_of is None:
+        return await svc.waiting(lambda: memory.page(space, "profiles", limit, offset))
+    found = await svc.waiting(lambda: profiles_of(memory, space, person, as_of))
+    return Page(total=len(found), offset=offset, items=found[offset : offset + limit])
 
 
 @router.get("/profiles/{profile_id}")

@@ -7,8 +7,8 @@ from fastapi import APIRouter
 
 from api.deps import ServicesDep, TenantMemoryDep
 from api.errors import COMMON, declared
-from common.models.api import QueryBody
-from common.models.query import AskResponse, SearchResponse
+from common.models.api import ContextBody, QueryBody
+from common.models.query import AskResponse, ContextResponse, SearchResponse
 
 router = APIRouter(
     prefix="/v1/spaces/{space}", tags=["query"], responses=declared(*COMMON, 404, 504)
@@ -25,8 +25,15 @@ async def search(
     and outside `filters` (when said, session, participant) are left out."""
     return await svc.waiting(
         lambda: memory.search(
-            space, body.question, body.k, body.mode, body.explain, body.min_score, body.filters
-        )
+            space,
+            body.question,
+            body.k,
+            body.mode,
+            body.explain,
+            body.min_score,
+            body.filters,
+            body.as_of,
+        )  # fmt: skip
     )
 
 
@@ -37,6 +44,30 @@ async def ask(
     """An answer from memory with the facts it used."""
     return await svc.waiting(
         lambda: memory.ask(
-            space, body.question, body.k, body.mode, body.explain, body.min_score, body.filters
-        )
+            space,
+            body.question,
+            body.k,
+            body.mode,
+            body.explain,
+            body.min_score,
+            body.filters,
+            body.as_of,
+        )  # fmt: skip
     )
+
+
+@router.post("/context")
+async def context(
+    space: str, body: ContextBody, memory: TenantMemoryDep, svc: ServicesDep
+) -> ContextResponse:
+    """A block to place in a prompt as it is (`text`): the profiles in force at `as_of`
+    (default now), the facts most relevant to the question with their dates and sessions,
+    the summaries of the events recall used and the turns not yet processed, each line
+    labelled (`[P1]`, `[F1]`, `[E1]`, `[T1]`) with what it cites in `items`, within
+    `max_tokens` (counted as characters / 4); `left_out` counts the lines that did not fit."""
+    return await svc.waiting(
+        lambda: memory.context(
+            space, body.question, body.max_tokens, body.k, body.mode, body.min_score,
+            body.filters, body.as_of,
+        )
+    )  # fmt: skip

@@ -6,11 +6,19 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+)
 from pydantic.config import JsonDict
 
 from common.errors import InvalidInput
 from common.models.names import person_name
+from common.models.query import CONTEXT_TOKENS
 from common.models.session import MAX_ORDER, NAME_MAX, NOT_BLANK, SessionInput, Turn, not_blank
 from common.settings import RecallMode
 
@@ -61,10 +69,17 @@ def check_time(value: datetime) -> datetime:
 
 # Blank names and questions are refused by validators (with a plain message); the schema
 # states the same rule as a pattern.
+def _named(value: str) -> str:
+    if not not_blank(value):
+        raise ValueError("a name must not be blank")
+    return value
+
+
 Name = Annotated[
     str,
     StringConstraints(min_length=1, max_length=NAME_MAX),
     Field(json_schema_extra={"pattern": NOT_BLANK}),
+    AfterValidator(_named),
 ]
 
 # What the schema states of a turn's content, as the server checks it: text, a caption or
@@ -194,7 +209,9 @@ class SearchFilters(Strict):
     session's start."""
 
     after: datetime | None = Field(
-        default=None, description="said at or after this time (ISO 8601; without an offset, UTC)"
+        default=None,
+        description="said at or after this time (ISO 8601, read as wall-clock time as session "
+        "times are kept: an offset is dropped)",
     )
     before: datetime | None = Field(default=None, description="said at or before this time")
     session_ids: list[Annotated[str, Field(min_length=1, max_length=256)]] | None = Field(
@@ -226,13 +243,12 @@ class SearchFilters(Strict):
         )
 
 
-class QueryBody(Strict):
+class Question(Strict):
+    """A question and how recall should read memory for it (search, ask and context)."""
+
     question: str = Field(min_length=1, max_length=2000, json_schema_extra={"pattern": NOT_BLANK})
     k: int | None = Field(default=None, ge=1, le=100, strict=True)
     mode: RecallMode | None = None
-    explain: bool = Field(
-        default=False, strict=True, description="also return the recall graph (`graph`)"
-    )
     min_score: float | None = Field(
         default=None,
         ge=0.0,
@@ -241,6 +257,12 @@ class QueryBody(Strict):
         "`retrieval.min_relevance`; 0 keeps every hit)",
     )
     filters: SearchFilters | None = None
+    as_of: datetime | None = Field(
+        default=None,
+        description="when the question is asked (ISO 8601; default now): 'last week' is read "
+        "from it and profiles are those in force then. Read as wall-clock time, as session "
+        "times are kept",
+    )
 
     @field_validator("question")
     @classmethod
@@ -248,6 +270,33 @@ class QueryBody(Strict):
         if not not_blank(value):
             raise ValueError("the question is blank")
         return value
+
+    @field_validator("as_of", mode="before")
+    @classmethod
+    def _iso_text(cls, value: object) -> object:
+        return value if value is None else iso_text(value)
+
+    @field_validator("as_of")
+    @classmethod
+    def _in_range(cls, value: datetime | None) -> datetime | None:
+        return value if value is None else check_time(value)
+
+
+class QueryBody(Question):
+    explain: bool = Field(
+        default=False, strict=True, description="also return the recall graph (`graph`)"
+    )
+
+
+class ContextBody(Question):
+    max_tokens: int = Field(
+        default=CONTEXT_TOKENS,
+        ge=50,
+        le=32_000,
+        strict=True,
+        description="the block's budget, counted as characters / 4 (about a token each in "
+        "English text): what does not fit is left out, lowest ranked first",
+    )
 
 
 class TenantCreate(Strict):

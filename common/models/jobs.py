@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -82,6 +83,8 @@ class QueryPayload(SpacePayload):
     explain: bool = False
     min_score: float | None = None
     filters: SearchFilters | None = None
+    as_of: datetime | None = None  # naive wall-clock time; None: now
+    profiles: bool = False  # look profiles up whatever the question's intent says
 
 
 ReadWhat = Literal[

@@ -194,6 +194,22 @@ class Profile(BaseModel):
     history: list[ProfileVersion] = Field(default_factory=list)
     memory_version: Stamp = None
 
+    def as_of(self, day: date) -> Profile | None:
+        """The profile as it stood on `day`: the version then in force as its content, the
+        versions before it as its history; None when it did not hold yet."""
+        version = self.version_at(day)
+        if version is None or version is self:
+            return version
+        return self.model_copy(
+            update={
+                "content": version.content,
+                "keywords": version.keywords,
+                "evidence_fact_ids": version.evidence_fact_ids,
+                "t_from": version.t_from,
+                "history": [v for v in self.history if v.t_to <= version.t_from],
+            }
+        )
+
     def version_at(self, day: date) -> ProfileVersion | Profile | None:
         """The state valid on `day`: the current one from t_from, else a historical one."""
         if day >= self.t_from:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from common.models.memory import FactTime, TimeRange
 
+CONTEXT_TOKENS = 1000  # a context block's default budget
 AnswerStyle = Literal["factual", "temporal", "open"]
 Channel = Literal["keyword", "event", "turn"]
 
@@ -138,3 +139,37 @@ class AskResponse(SearchResponse):
         description="the evidence the answer used: fact ids, and for a pending turn "
         "(evidence after the facts) `pending:<session_id>:<turn id>`"
     )
+
+
+class ContextItem(BaseModel):
+    """One line of a context block: what its label (`[P1]`, `[F1]`, `[E1]`, `[T1]`) cites."""
+
+    label: str
+    kind: Literal["profile", "fact", "event", "pending"]
+    id: str = Field(
+        description="the profile, fact or event id; a pending turn's `pending:<session_id>:"
+        "<turn id>`"
+    )
+    text: str
+    session_id: str | None = None
+    turn_ids: list[str] = Field(default_factory=list)
+    when: str | None = Field(
+        default=None,
+        description="a fact's day (or days) and a profile's start, as the block prints them",
+    )
+    relevance: float | None = None
+
+
+class ContextResponse(BaseModel):
+    """A prompt-ready block of what memory holds for a question: the profiles in force at
+    `as_of`, the ranked facts with their dates and sessions, the summaries of the events
+    recall used, the turns not yet processed; each line labelled, what a label cites in
+    `items`."""
+
+    question: str
+    as_of: datetime = Field(description="the time the profiles in force are read at")
+    text: str = Field(description="the block, to place in a prompt as it is")
+    tokens: int = Field(description="the block's length counted as the budget counts it")
+    max_tokens: int
+    items: list[ContextItem] = Field(description="the lines of the block in order")
+    left_out: int = Field(description="lines that did not fit in `max_tokens`")

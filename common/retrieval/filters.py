@@ -33,9 +33,9 @@ _LOCK = threading.Lock()
 
 
 def _seconds(when: datetime) -> int:
-    """Seconds of a time memory keeps (naive UTC) or a caller gives (with an offset)."""
-    utc = when.astimezone(UTC) if when.tzinfo is not None else when.replace(tzinfo=UTC)
-    return int(utc.timestamp())
+    """A time as seconds of wall-clock time, as memory keeps a session's: a time given with an
+    offset is read in that offset (the offset dropped), as `started_at` is."""
+    return int(when.replace(tzinfo=UTC).timestamp())
 
 
 def _columns(facts: KindIndex[Fact]) -> _Columns:
@@ -87,7 +87,7 @@ def pending_allowed(
         return sessions
     kept = []
     for session in sessions:
-        started = _seconds(session.started_at)
+        started = _seconds(session.local_time)
         if filters.session_ids is not None and session.session_id not in filters.session_ids:
             continue
         if filters.after is not None and started < _seconds(filters.after):

@@ -229,13 +229,15 @@ def search(
     pending: Sequence[SessionInput] = (),
     min_score: float | None = None,
     filters: SearchFilters | None = None,
+    profiles: bool = False,
 ) -> SearchResult:
     """The top-k facts for a question, with the events and profiles used and stage timings;
     with `explain`, also the recall graph (in the modes that walk one). `pending`: the
     space's sessions not yet committed (in session order), whose best turns come back
     beside the facts in every mode. Hits whose relevance S_h(F,Q) is below `min_score`
     (default `retrieval.min_relevance`) are dropped; `filters` keep only facts said in a
-    time range, of given sessions or naming given people (pending turns alike)."""
+    time range, of given sessions or naming given people (pending turns alike). With
+    `profiles`, the profiles are looked up whatever the question's intent says."""
     if not question.strip():
         raise InvalidInput("the question is empty")
     question = nfc(question)  # names in it match the participants', kept in NFC
@@ -285,11 +287,11 @@ def search(
                 graph = recall_graph(index, walk.graph, walk.seeds, [h.fact.id for h in hits])
                 clock.lap("explain")
     hits = _relevant(index, hits, vector, query, ctx, min_score)
-    profiles: list[tuple[Profile, Profile | ProfileVersion]] = []
-    if intent.needs_profile and mode not in ("flat", "no-profile"):
-        profiles = top_profiles(ctx, tenant, space, intent, query, vector, now.date())
+    in_force: list[tuple[Profile, Profile | ProfileVersion]] = []
+    if (intent.needs_profile or profiles) and mode not in ("flat", "no-profile"):
+        in_force = top_profiles(ctx, tenant, space, intent, query, vector, now.date())
         if filters is not None and filters.participants is not None:
-            profiles = [(p, v) for p, v in profiles if p.person in filters.participants]
+            in_force = [(p, v) for p, v in in_force if p.person in filters.participants]
         clock.lap("profiles")
     found = pending_turns.PendingResult([], 0, 0)
     pending = filtering.pending_allowed(list(pending), filters)
@@ -300,7 +302,7 @@ def search(
         question,
         intent,
         hits,
-        profiles,
+        in_force,
         events,
         clock.done(),
         used.as_counts(),
@@ -413,6 +415,7 @@ def ask(
     pending: Sequence[SessionInput] = (),
     min_score: float | None = None,
     filters: SearchFilters | None = None,
+    profiles: bool = False,
 ) -> AskResult:
     """Search, then an answer from the configured backend with its evidence: the facts, then
     the pending turns (named `pending:<session_id>:<turn id>`)."""
@@ -429,6 +432,7 @@ def ask(
             pending=pending,
             min_score=min_score,
             filters=filters,
+            profiles=profiles,
         )
         evidence = [
             EvidenceItem(fact_id=h.fact.id, text=h.fact.text, score=h.score, time=h.fact.time)

@@ -45,15 +45,18 @@ class Served:
 
 
 @contextmanager
-def serving(data: Path) -> Iterator[Served]:
-    """`atommem --data-dir DATA serve` on a free port, with no broker in its environment."""
+def serving(data: Path, cwd: Path = ROOT) -> Iterator[Served]:
+    """`atommem --data-dir DATA serve` on a free port, with no broker in its environment; run
+    in `cwd` with no `--data-dir` when DATA is `cwd/.atommem`, the default."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATOMMEM_")}
+    env["PYTHONPATH"] = str(ROOT)
     port = free_port()
     log = data.parent / f"{data.name}-serve.log"
+    where = [] if data == cwd / ".atommem" else ["--data-dir", str(data)]
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli", "--data-dir", str(data), "serve", "--port", str(port)],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+            [sys.executable, "-m", "cli", *where, "serve", "--port", str(port)],
+            cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
         )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     try:
@@ -62,6 +65,15 @@ def serving(data: Path) -> Iterator[Served]:
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(60)
+
+
+def quick_start() -> tuple[str, str]:
+    """The README quick start's shell block and Python block."""
+    readme = (Path(ROOT) / "README.md").read_text(encoding="utf-8")
+    block = readme.split("<!-- quick-start")[1].split("<!-- /quick-start -->")[0]
+    shell = block.split("```bash\n")[1].split("```")[0]
+    python = block.split("```python\n")[1].split("```")[0]
+    return shell, python
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +99,16 @@ def test_a_chat_goes_in_as_plain_messages_and_is_answered(data: Path) -> None:
             assert [t.speaker for t in stored.turns] == ["Priya", "Assistant", "Priya"]
             hits = mem.search("priya", "What is the name of Priya's cat?").hits
             assert "Mochi" in hits[0].text
+            block = mem.context("priya", "Where does Priya live?", max_tokens=200)
+            assert block.tokens <= 200 and "Denver" in block.text
+            cited = {i.label: i for i in block.items}
+            assert any(
+                i.kind == "fact" and "Denver" in i.text and i.session_id == jobs[0].session_id
+                for i in cited.values()
+            )
+            assert all(f"[{label}]" in block.text for label in cited)
+            # nothing about the question in memory: nothing comes back by default
+            assert mem.search("priya", "How do I reset my router's password?").hits == []
             # no time given: the same messages sent later are still the same job
             timeless = [{"role": "user", "content": "My favourite food is ramen."}]
             first = mem.add_messages("priya", timeless, user="Priya")
@@ -106,3 +128,18 @@ def test_a_restart_keeps_the_key_and_the_memory(data: Path) -> None:
         with AtomMem(served.url, served.key()) as mem:
             assert mem.get_space("priya").counts.facts >= 3
             assert "Mochi" in mem.search("priya", "Priya's cat").hits[0].text
+
+
+def test_the_readme_quick_start_runs_as_written(tmp_path: Path) -> None:
+    shell, python = quick_start()
+    assert "atommem serve" in shell and "pip install" in shell  # installed here already
+    with serving(tmp_path / ".atommem", cwd=tmp_path) as served:
+        code = python.replace("http://127.0.0.1:8080", served.url)
+        ran = subprocess.run(
+            [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+            timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    block, answer = ran.stdout.rsplit("\n", 2)[0], ran.stdout.strip().splitlines()[-1]
+    assert "Denver" in block and "[F1]" in block
+    assert "Mochi" in answer

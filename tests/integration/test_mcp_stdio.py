@@ -22,7 +22,8 @@ from workers.launch import ROOT
 pytestmark = pytest.mark.integration
 TOOLS = {
     "list_spaces", "create_space", "add_session", "add_messages", "get_job", "search", "ask",
-    "get_profile", "list_facts", "list_events", "fact_history", "erase_fact", "erase_session",
+    "get_context", "get_profile", "list_facts", "list_events", "fact_history", "erase_fact",
+    "erase_session",
 }  # fmt: skip
 # What would point the command at a broker or a server instead of the embedded store.
 ELSEWHERE = ("ATOMMEM_BROKER__URL", "ATOMMEM_API__URL", "ATOMMEM_API__KEY")
@@ -81,6 +82,19 @@ def test_search_and_ask_answer_with_evidence(served: tuple[Tools, Any]) -> None:
     evidence = {h["fact_id"]: h for h in answered["hits"]}
     assert answered["answer_fact_ids"] and set(answered["answer_fact_ids"]) <= set(evidence)
     assert any(h["turn_ids"] == ["s3:5"] for h in evidence.values())
+
+
+def test_a_context_block_leads_with_the_profile_in_force(served: tuple[Tools, Any]) -> None:
+    tools, _ = served
+    now = tools.ok("get_context", space="demo", question="Where does Priya live?")
+    (first, *_) = now["items"]
+    assert first["kind"] == "profile" and "Denver" in first["text"]
+    assert now["text"].index("[P1]") < now["text"].index("[F1]")
+    before = tools.ok(
+        "get_context", space="demo", question="Where does Priya live?", as_of="2024-05-01T12:00:00"
+    )
+    profiles = [i["text"] for i in before["items"] if i["kind"] == "profile"]
+    assert any("Boston" in p for p in profiles) and not any("Denver" in p for p in profiles)
 
 
 def _lives(profile: dict[str, Any]) -> list[tuple[str, str, str | None]]:

@@ -108,6 +108,12 @@ def test_bodies_that_make_no_session_are_refused(messages: list[object], why: st
         MessagesBody.model_validate({"messages": messages})
 
 
+def test_a_blank_name_is_refused_wherever_a_name_goes() -> None:
+    for body in ({"assistant": "\u001d"}, {"user": " "}):  # \u001d: blank to Python and JSON
+        with pytest.raises(ValidationError, match="a name must not be blank"):
+            MessagesBody.model_validate({**body, "messages": [{"role": "user", "content": "x"}]})
+
+
 def test_conversation_ids_are_url_segments() -> None:
     with pytest.raises(ValidationError, match="URL path segment"):
         MessagesBody.model_validate(

@@ -90,7 +90,7 @@ def _expected_errors(method: str, path: str) -> set[str]:
     """What a route can answer besides 2xx: every route reads a body and needs a key and Redis;
     one naming a resource can miss it; creation and erasure can clash; a tenant's writes are
     rate-limited; routes that wait on a worker can time out."""
-    admin, query = path.startswith("/v1/admin"), path.endswith(("/search", "/ask"))
+    admin, query = path.startswith("/v1/admin"), path.endswith(("/search", "/ask", "/context"))
     codes = {"400", "401", "403", "413", "503"}
     if "{" in path or method != "GET":
         codes.add("422")

@@ -185,3 +185,21 @@ def test_the_pending_facts_are_kept_apart_in_stored_order(tmp_path: Path) -> Non
     assert {f.id for f in reloaded.profile_pending()} == set(want)
     profile_batch(ctx, rec)
     assert ctx.index("t", "s").profile_pending() == []
+
+
+def test_a_profile_as_of_a_day_reads_as_it_stood_then() -> None:
+    boston = ProfileVersion(
+        content="Ann lives in Boston.", keywords=["boston"], evidence_fact_ids=["f1"],
+        t_from=date(2024, 1, 1), t_to=date(2024, 3, 1),
+    )  # fmt: skip
+    austin = ProfileVersion(
+        content="Ann lives in Austin.", keywords=["austin"], evidence_fact_ids=["f2"],
+        t_from=date(2024, 3, 1), t_to=date(2024, 6, 2),
+    )  # fmt: skip
+    profile = _profile("Ann lives in Denver.", date(2024, 6, 2), [boston, austin])
+    april = profile.as_of(date(2024, 4, 15))
+    assert april is not None and april.content == "Ann lives in Austin."
+    assert april.t_from == date(2024, 3, 1) and april.evidence_fact_ids == ["f2"]
+    assert april.history == [boston]  # only what came before it
+    assert profile.as_of(date(2024, 6, 2)) is profile
+    assert profile.as_of(date(2023, 12, 31)) is None  # it did not hold yet

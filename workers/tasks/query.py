@@ -57,6 +57,8 @@ def _answer(payload: dict[str, Any], run: Callable[..., BaseModel]) -> dict[str,
                     pending=pending,
                     min_score=p.min_score,
                     filters=p.filters,
+                    now=p.as_of,
+                    profiles=p.profiles,
                 )
         except AtomMemError as exc:
             return failure(exc)
