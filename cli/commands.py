@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from cli.context import embedded, local, memory, resume_open, warm
 from cli.output import print_event, print_fact, print_profile, show_answer, show_search, usage_line
-from common.errors import Conflict, InvalidInput
+from common.errors import Conflict, InvalidInput, NotFound
 from common.inputs.formats import SpaceInput, read_sessions
 from common.memory.changes import CommitStats
 from common.models.api import RawSession
@@ -59,7 +59,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     warm(mem)
     started = time.perf_counter()
     resume_open(mem)
-    jobs = mem.add_many(batches)
+    try:
+        jobs = mem.add_many(batches)
+    except NotFound as exc:
+        if args.create_space or "does not exist" not in str(exc):
+            raise
+        raise NotFound(f"{exc}; pass --create-space to create it") from None
     return report(mem, wait(mem, jobs, args.quiet), time.perf_counter() - started)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 from celery.exceptions import TimeoutError as CeleryTimeout
 
@@ -37,6 +38,13 @@ from cli.transfer import cmd_space_pull, cmd_space_push
 from common.errors import AtomMemError
 
 
+def _version() -> str:
+    try:
+        return metadata.version("atommem")
+    except metadata.PackageNotFoundError:  # run from a clone that was never installed
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="atommem", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -44,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-dir", help="directory for the local store and job journal")
     parser.add_argument("--tenant", help="tenant (default from settings)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--version", action="version", version=f"atommem {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("ingest", help="ingest session files (session JSON, LoCoMo, pre-extracted)")

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 
 from api.deps import ServicesDep, TenantMemoryDep
 from api.errors import COMMON, declared
+from common.errors import InvalidInput
 from common.models.memory import Event, Fact, Profile
 from common.models.responses import ErasureReceipt, FactHistory, Page
 from common.models.session import NAME_MAX
@@ -19,6 +20,17 @@ router = APIRouter(
 )
 
 Limit = Annotated[int, Query(ge=1, le=1000)]
+
+
+def _day(text: str) -> date:
+    try:
+        if len(text) != len("YYYY-MM-DD"):
+            raise ValueError(text)
+        return date.fromisoformat(text)
+    except ValueError:
+        raise InvalidInput(f"as_of: {text!r} is no day of the calendar") from None
+
+
 Offset = Annotated[int, Query(ge=0, le=10_000_000)]
 
 
@@ -76,10 +88,12 @@ async def list_profiles(
         Query(min_length=1, max_length=NAME_MAX, description="only this person's profiles"),
     ] = None,
     as_of: Annotated[
-        date | None,
+        str | None,
         Query(
-            description="a day: each profile as it stood then (the version in force as its "
-            "content, the earlier ones as its history); those not yet holding left out"
+            json_schema_extra={"format": "date"},
+            description="a day (YYYY-MM-DD): each profile as it stood then (the version in "
+            "force as its content, the earlier ones as its history); those not yet holding "
+            "left out",
         ),
     ] = None,
 ) -> Page[Profile]:
@@ -87,7 +101,8 @@ async def list_profiles(
     day ("where did she live in April?"), ordered by person and start."""
     if person is None and as_of is None:
         return await svc.waiting(lambda: memory.page(space, "profiles", limit, offset))
-    found = await svc.waiting(lambda: profiles_of(memory, space, person, as_of))
+    day = None if as_of is None else _day(as_of)
+    found = await svc.waiting(lambda: profiles_of(memory, space, person, day))
     return Page(total=len(found), offset=offset, items=found[offset : offset + limit])
 
 

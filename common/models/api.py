@@ -104,14 +104,27 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+SPACE_NAME_RULE = "1-128 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+def _space_name(value: str) -> str:
+    if not re.fullmatch(SPACE_NAME, value):
+        raise ValueError(f"{value!r} is no space name: {SPACE_NAME_RULE}")
+    return value
+
+
+# A space name in a body: the pattern stated in the schema, the rule said in words on refusal.
+SpaceName = Annotated[
+    str, Field(json_schema_extra={"pattern": SPACE_NAME}), AfterValidator(_space_name)
+]
+
+
 class SpaceCreate(Strict):
-    name: str = Field(pattern=SPACE_NAME, description="letters, digits, '.', '_', '-'")
+    name: SpaceName = Field(description="letters, digits, '.', '_', '-'")
 
 
 class SpaceRebuild(Strict):
-    into: str = Field(
-        pattern=SPACE_NAME, description="the new (or empty) space the sessions are rebuilt into"
-    )
+    into: SpaceName = Field(description="the new (or empty) space the sessions are rebuilt into")
 
 
 class TurnBody(Strict):

@@ -131,6 +131,7 @@ def test_another_tenant_gets_404_on_every_route(stack: Stack, acme: httpx.Client
         "/v1/spaces/{space}/search": {"question": "Where does Priya live?"},
         "/v1/spaces/{space}/ask": {"question": "Where does Priya live?"},
         "/v1/spaces/{space}/messages": {"messages": [{"role": "user", "content": "Hello."}]},
+        "/v1/spaces/{space}/context": {"question": "Where does Priya live?"},
     }
     intruder = stack.tenant("intruder")
     tried = set()

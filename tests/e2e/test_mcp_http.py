@@ -57,7 +57,8 @@ def alice(stack: Stack) -> Iterator[tuple[Tools, list[Any]]]:
 
 def test_a_tenant_key_adds_searches_asks_and_erases(alice: tuple[Tools, list[Any]]) -> None:
     tools, jobs = alice
-    assert "add_messages" in tools.names() and len(tools.names()) == 13
+    names = tools.names()
+    assert {"add_messages", "get_context"} <= set(names) and len(names) == 14
     assert [(j["state"], j["tenant"]) for j in jobs] == [("done", "mcpa")] * 2
     hits = tools.ok("search", space="notes", question="When did Tom adopt a puppy?", k=3)["hits"]
     assert "beagle" in hits[0]["text"] and hits[0]["turn_ids"] == ["s1:3"]

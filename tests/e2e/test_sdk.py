@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -48,9 +49,17 @@ def test_sync_client_verbs(stack: Stack) -> None:
         assert history.current == fact.text and history.provenance[0] == fact.source
         events = mem.get_all("notes", "events")
         assert events and mem.get("notes", events[0].id, "events") == events[0]
-        hits = mem.search("notes", "When did Tom adopt a puppy?", k=3).hits
+        hits = mem.search("notes", "When did Tom adopt a puppy?", k=3, min_score=0.0).hits
         assert len(hits) == 3 and "beagle" in hits[0].text
+        assert all(
+            h.relevance >= 0.28 for h in mem.search("notes", "When did Tom adopt a puppy?").hits
+        )
         assert mem.ask("notes", "Where does Priya live?").answer
+        may = mem.profiles("notes", person="Priya", as_of=date(2024, 5, 1))
+        assert may and all(p.person == "Priya" and p.t_from <= date(2024, 5, 1) for p in may)
+        assert any("Boston" in p.content for p in may)
+        assert not any("Denver" in p.content for p in may)
+        assert {p.id for p in may} <= {p.id for p in mem.profiles("notes", person="Priya")}
         erased = mem.delete("notes", fact_id=fact.id).erased
         assert erased.facts_deleted == [fact.id]
         with pytest.raises(NotFoundError):

@@ -73,7 +73,9 @@ def test_tools_are_listed_with_the_models_schemas(served: tuple[Tools, Any]) -> 
 
 def test_search_and_ask_answer_with_evidence(served: tuple[Tools, Any]) -> None:
     tools, _ = served
-    found = tools.ok("search", space="demo", question="When did Tom adopt a puppy?", k=3)
+    found = tools.ok(
+        "search", space="demo", question="When did Tom adopt a puppy?", k=3, min_score=0.0
+    )
     assert len(found["hits"]) == 3
     top = found["hits"][0]
     assert "beagle" in top["text"] and top["turn_ids"] == ["s1:3"] and top["fact_id"]
