@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -103,10 +103,13 @@ class ProfileDecision(BaseModel):
 
 
 class EvidenceItem(BaseModel):
-    fact_id: str
+    fact_id: str  # a fact's id, `profile:<id>` for a profile, `pending:<session>:<turn>`
     text: str
     score: float
     time: FactTime | None = None
+    # A profile in force when the question is asked, since this day: what is true then,
+    # ahead of the facts it may have replaced.
+    in_force_since: date | None = None
 
 
 class Answer(BaseModel):

@@ -410,6 +410,8 @@ class RulesBackend:
             return Answer(text="I don't know: nothing in memory answers this.", fact_ids=[])
         top = evidence[: self._rules.answer_max_facts]
         best = top[0]
+        if best.in_force_since is not None:  # the state in force then answers on its own
+            return Answer(text=best.text, fact_ids=[best.fact_id])
         if intent.style == "temporal" and best.time is not None:
             span = best.time.effective()
             return Answer(text=f"{describe(span)} ({best.text})", fact_ids=[best.fact_id])

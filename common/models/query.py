@@ -136,7 +136,8 @@ class SearchResponse(BaseModel):
 class AskResponse(SearchResponse):
     answer: str
     answer_fact_ids: list[str] = Field(
-        description="the evidence the answer used: fact ids, and for a pending turn "
+        description="the evidence the answer used: fact ids; `profile:<profile id>` for the "
+        "profile in force that leads an answer about a lasting trait; for a pending turn "
         "(evidence after the facts) `pending:<session_id>:<turn id>`"
     )
 

@@ -417,8 +417,9 @@ def ask(
     filters: SearchFilters | None = None,
     profiles: bool = False,
 ) -> AskResult:
-    """Search, then an answer from the configured backend with its evidence: the facts, then
-    the pending turns (named `pending:<session_id>:<turn id>`)."""
+    """Search, then an answer from the configured backend with its evidence: for a question
+    about a lasting trait, the best profile in force when it is asked (`profile:<id>`),
+    then the facts, then the pending turns (`pending:<session_id>:<turn id>`)."""
     with usage.metered() as used:
         result = search(
             ctx,
@@ -434,7 +435,8 @@ def ask(
             filters=filters,
             profiles=profiles,
         )
-        evidence = [
+        evidence = _in_force(result)
+        evidence += [
             EvidenceItem(fact_id=h.fact.id, text=h.fact.text, score=h.score, time=h.fact.time)
             for h in result.hits
         ]
@@ -450,6 +452,24 @@ def ask(
         answer = ctx.backend.answer(question, result.intent, evidence)
     result.llm_usage = used.as_counts()  # intent and answer
     return AskResult(search=result, answer=answer)
+
+
+def _in_force(result: SearchResult) -> list[EvidenceItem]:
+    """The evidence that leads an answer about a lasting trait: the best profile, in the
+    version in force when the question is asked (none for a question asking when)."""
+    if not result.profiles or not result.intent.needs_profile:
+        return []
+    if result.intent.style == "temporal":
+        return []
+    profile, version = result.profiles[0]
+    return [
+        EvidenceItem(
+            fact_id=f"profile:{profile.id}",
+            text=version.content,
+            score=1.0,
+            in_force_since=version.t_from,
+        )
+    ]
 
 
 def search_response(result: SearchResult) -> SearchResponse:

@@ -229,3 +229,29 @@ def test_the_command_line_prints_pending_turns_after_the_facts(
     assert "not yet in memory" in out
     assert "pending 0.610  Ann: I moved to Oslo.  [s9:s9:2]" in out
     assert "7 pending turns" in out
+
+
+def test_an_answer_about_a_trait_leads_with_the_profile_in_force_then(tmp_path: Path) -> None:
+    from common.models.memory import Profile, ProfileVersion
+
+    question = "Where does Priya live?"
+    ctx = make_ctx(tmp_path, TableEncoder({question: Q}), scripted=False)
+    index = ctx.index("t", "s")
+    index.put_fact(stored_fact("f1", "Priya lives in Boston.", ["boston"]), Q)
+    boston = ProfileVersion(
+        content="Priya lives in Boston.", keywords=["boston"], evidence_fact_ids=["f1"],
+        t_from=datetime(2023, 5, 8).date(), t_to=datetime(2024, 6, 2).date(),
+    )  # fmt: skip
+    profile = Profile(
+        id="p1", tenant="t", space="s", person="Priya", content="Priya lives in Denver.",
+        keywords=["denver"], evidence_fact_ids=["f2"], t_from=datetime(2024, 6, 2).date(),
+        history=[boston],
+    )  # fmt: skip
+    index.put_profile(profile, Q)
+    now = ask(ctx, "t", "s", question, now=datetime(2024, 7, 1, 12, 0))
+    assert now.answer.text == "Priya lives in Denver." and now.answer.fact_ids == ["profile:p1"]
+    then = ask(ctx, "t", "s", question, now=datetime(2024, 1, 1, 12, 0))
+    assert then.answer.text == "Priya lives in Boston." and then.answer.fact_ids == ["profile:p1"]
+    # a question asking when is answered from the facts' dates, not led by the profile
+    when = ask(ctx, "t", "s", "When did Priya live in Boston?", now=datetime(2024, 7, 1))
+    assert "profile:p1" not in when.answer.fact_ids

@@ -9,13 +9,14 @@ from common.llm.prompts import chat, numbered
 from common.llm.transport import ChatRequest
 from common.text.timeanchor import describe
 
-VERSION = "1"
+VERSION = "2"
 STAGE = "answer"
 
 COMMON = """
 Answer a question about people from numbered memory facts. Use only those facts; when
-they do not answer it, say that memory does not say. Give the numbers of the facts you
-used in "evidence".
+they do not answer it, say that memory does not say. A fact marked "in force" is how things
+stand when the question is asked: lead with it, and mention an older fact it replaced only
+with that fact's date. Give the numbers of the facts you used in "evidence".
 """
 
 STYLES: dict[str, str] = {
@@ -38,6 +39,8 @@ class Response(BaseModel):
 
 
 def line(item: EvidenceItem) -> str:
+    if item.in_force_since is not None:
+        return f"{item.text} [in force, since {item.in_force_since.isoformat()}]"
     if item.time is None:
         return item.text
     when = f"said {item.time.session.date().isoformat()}"
