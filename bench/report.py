@@ -160,7 +160,8 @@ def render_markdown(
 def _folds(
     labels: list[str], results: list[dict[str, Any]], folds: dict[str, list[str]]
 ) -> list[str]:
-    """Recall per category on each fold, from the per-question rows of the result files."""
+    """Recall per category on each fold, from the per-question rows of the result files, and
+    F1 where the run answered."""
     from bench.locomo import summarize
 
     lines: list[str] = []
@@ -175,6 +176,9 @@ def _folds(
             summary = summarize(rows)
             cells = [_fmt(summary[cat]["recall"]) for cat, _ in CATEGORIES]
             lines.append(_row([_cell(label), *cells, str(len(rows))]))
+            if summary["overall"].get("f1") is not None:  # the run answered: its F1 too
+                f1 = [_fmt(summary[cat].get("f1")) for cat, _ in CATEGORIES]
+                lines.append(_row([_cell(f"{label} (F1)"), *f1, str(len(rows))]))
         lines.append("")
     return lines
 

@@ -165,3 +165,18 @@ def test_folds_are_scored_from_the_question_rows() -> None:
     assert "| full | 0.00 | — | 100.00 | — | 50.00 | 2 |" in md
     with pytest.raises(InvalidInput, match="no question of fold C"):
         render_markdown([result], {"C": ["c9"]})
+
+
+def test_a_fold_of_a_run_that_answered_also_shows_its_f1() -> None:
+    def row(conv: str, category: int, recall: float, f1: float) -> dict[str, object]:
+        return {"conversation": conv, "category": category, "recall": recall, "f1": f1}
+
+    result = {
+        "variant": "full",
+        "summary": {"overall": {"recall": 50.0, "questions": 3, "f1": 20.0}},
+        "questions": [row("c1", 4, 1.0, 0.5), row("c1", 1, 0.5, 0.1), row("c2", 4, 0.0, 0.0)],
+        "_source": "full.json",
+    }
+    md = render_markdown([result], {"A": ["c1"]})
+    assert "| full | 100.00 | 50.00 | — | — | 75.00 | 2 |" in md
+    assert "| full (F1) | 50.00 | 10.00 | — | — | 30.00 | 2 |" in md
