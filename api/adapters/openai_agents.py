@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from agents import FunctionTool, function_tool
+from agents import Tool, function_tool
 
 from api.client import AtomMem
 from common.models.jobs import Job
@@ -30,7 +30,7 @@ from common.models.query import CONTEXT_TOKENS
 
 def memory_tools(
     mem: AtomMem, space: str, user: str = "User", max_tokens: int = CONTEXT_TOKENS
-) -> list[FunctionTool]:
+) -> list[Tool]:
     """`recall` and `remember`, bound to one person's space."""
 
     @function_tool

@@ -116,10 +116,11 @@ def test_an_agent_remembers_and_recalls_with_the_memory_tools(mem: AtomMem) -> N
     )  # fmt: skip
     assert result.final_output == "You are allergic to peanuts [T1]."
     assert model.remaining_steps == 0
+    items: list[dict[str, Any]] = [dict(item) for item in result.to_input_list()]
     outputs = {
-        item["call_id"]: item["output"]
-        for item in result.to_input_list()
-        if isinstance(item, dict) and item.get("type") == "function_call_output"
+        str(item["call_id"]): str(item["output"])
+        for item in items
+        if item.get("type") == "function_call_output"
     }
     assert outputs["c1"].startswith("kept (job ")
     assert "peanuts" in outputs["c2"] and "[" in outputs["c2"]  # the block, labelled
