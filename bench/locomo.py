@@ -26,9 +26,9 @@ from common.context import MemoryContext
 from common.errors import InvalidInput
 from common.inputs.formats import SpaceInput, load_json, read_sessions
 from common.llm import usage
-from common.models.query import AskResponse, SearchResponse
+from common.models.query import AskResponse, RecallMode, SearchResponse
 from common.models.session import Turn
-from common.settings import RecallMode, SimilaritySettings
+from common.settings import SimilaritySettings
 from common.store import records
 from common.text.lexical import query_terms
 

@@ -9,6 +9,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from common.models.query import RecallMode
+
 
 class EmbeddingSettings(BaseModel):
     """The sentence embedder (all-MiniLM-L6-v2, as in the paper)."""
@@ -106,7 +108,6 @@ class MemorySettings(BaseModel):
 
 # How a query recalls: `full` is the whole hierarchy (primary, compensatory, the walk,
 # profiles); `flat`, `no-graph` and `no-profile` are its ablations (docs/recall.md).
-RecallMode = Literal["full", "flat", "no-graph", "no-profile"]
 
 
 class RetrievalSettings(BaseModel):

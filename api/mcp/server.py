@@ -32,7 +32,13 @@ from common.models.jobs import FINISHED, Job
 from common.models.memory import Event, Fact, Profile, ProfileVersion
 from common.models.messages import ChatMessage
 from common.models.names import person_name
-from common.models.query import CONTEXT_TOKENS, AskResponse, ContextResponse, SearchResponse
+from common.models.query import (
+    CONTEXT_TOKENS,
+    AskResponse,
+    ContextResponse,
+    RecallMode,
+    SearchResponse,
+)
 from common.models.responses import (
     ErasureReceipt,
     FactHistory,
@@ -43,7 +49,6 @@ from common.models.responses import (
 )
 from common.models.session import NOT_BLANK
 from common.service import Memory
-from common.settings import RecallMode
 
 Resolve = Callable[[Context], Memory]
 WAIT_S = 300.0  # how long `wait=true` blocks before it hands back the running job

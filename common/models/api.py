@@ -18,9 +18,8 @@ from pydantic.config import JsonDict
 
 from common.errors import InvalidInput
 from common.models.names import person_name
-from common.models.query import CONTEXT_TOKENS
+from common.models.query import CONTEXT_TOKENS, RecallMode
 from common.models.session import MAX_ORDER, NAME_MAX, NOT_BLANK, SessionInput, Turn, not_blank
-from common.settings import RecallMode
 
 MAX_TURNS = 2000
 MAX_TEXT = 20_000

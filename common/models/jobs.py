@@ -8,8 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from common.models.api import SearchFilters
+from common.models.query import RecallMode
 from common.models.session import SessionInput
-from common.settings import RecallMode
 
 JobState = Literal["queued", "extracting", "committing", "profiling", "done", "failed"]
 FINISHED: frozenset[str] = frozenset({"done", "failed"})

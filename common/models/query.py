@@ -10,6 +10,8 @@ from pydantic import BaseModel, Field
 from common.models.memory import FactTime, TimeRange
 
 CONTEXT_TOKENS = 1000  # a context block's default budget
+# How recall reads memory (docs/recall.md, "Modes"); `retrieval.mode` is the default.
+RecallMode = Literal["full", "flat", "no-graph", "no-profile"]
 AnswerStyle = Literal["factual", "temporal", "open"]
 Channel = Literal["keyword", "event", "turn"]
 

@@ -24,6 +24,7 @@ from common.models.query import (
     PendingTurn,
     ProfileHit,
     RecallGraph,
+    RecallMode,
     SearchHit,
     SearchResponse,
 )
@@ -34,7 +35,6 @@ from common.retrieval import pending as pending_turns
 from common.retrieval.explain import recall_graph
 from common.retrieval.graph import GraphResult, LocalGraph
 from common.retrieval.ppr import fuse_ranks
-from common.settings import RecallMode
 from common.similarity import TextQuery, hybrid_many
 from common.store import records
 from common.store.space_index import SpaceIndex
