@@ -8,7 +8,7 @@ from contextlib import AbstractAsyncContextManager
 import anyio.to_thread
 import redis.exceptions
 from fastapi import HTTPException
-from fastapi.security import HTTPBearer
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from mcp.server.mcpserver import Context
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
@@ -24,6 +24,7 @@ from common.service import Memory
 # request their message came in, so each call acts for its own request's key.
 TENANT = "atommem.tenant"
 _bearer = HTTPBearer(auto_error=False)
+KEY_HEADER = "X-API-Key"  # the key for clients that cannot send a bearer header
 
 
 def tenant_memory(ctx: Context) -> Memory:
@@ -67,12 +68,24 @@ class McpEndpoint:
         request = Request(scope, receive)
         try:
             credentials = await _bearer(request)
+            if credentials is None and request.headers.get(KEY_HEADER):
+                # a client that cannot send a bearer header sends the key as it is
+                credentials = HTTPAuthorizationCredentials(
+                    scheme="Bearer", credentials=request.headers[KEY_HEADER]
+                )
             svc = services(request)
             # the routes' own checks (KeyStore.identify, the admin key refused), off the loop
             # in anyio's default pool, where waits on workers never take its last 40 threads
             # (`api.capacity`)
             name = tenant(await anyio.to_thread.run_sync(caller, svc, credentials))
         except HTTPException as exc:
+            if exc.status_code == 401:
+                # no WWW-Authenticate: an MCP client reads that as the start of an OAuth flow,
+                # which no key store here serves
+                how = f"send `Authorization: Bearer <key>` or `{KEY_HEADER}: <key>`"
+                detail = f"missing API key: {how}" if credentials is None else str(exc.detail)
+                await reply(401, detail)(scope, receive, send)
+                return
             await reply(exc.status_code, str(exc.detail), exc.headers)(scope, receive, send)
             return
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError) as exc:

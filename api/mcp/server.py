@@ -36,6 +36,7 @@ from common.models.query import (
     CONTEXT_TOKENS,
     AskResponse,
     ContextResponse,
+    ProfileHit,
     RecallMode,
     SearchResponse,
 )
@@ -48,6 +49,7 @@ from common.models.responses import (
     SpaceList,
 )
 from common.models.session import NOT_BLANK
+from common.retrieval.context import days
 from common.service import Memory
 
 Resolve = Callable[[Context], Memory]
@@ -154,6 +156,77 @@ class ProfileState(BaseModel):
             valid_from=version.t_from,
             valid_to=version.t_to if isinstance(version, ProfileVersion) else None,
         )
+
+
+class Recalled(BaseModel):
+    """A fact as a model reads it: what it says, how relevant, when, and where it came from."""
+
+    fact_id: str
+    text: str
+    relevance: float = Field(description="0-1: how well it matches the question")
+    when: str = Field(description="the day (or days) it happened, else the day it was said")
+    session_id: str
+    turn_ids: list[str]
+
+
+class Said(BaseModel):
+    """A turn of a session not yet processed into facts."""
+
+    session_id: str
+    turn_id: str
+    speaker: str
+    text: str
+    time: datetime
+
+
+class EventSummary(BaseModel):
+    event_id: str
+    summary: str
+
+
+class Recall(BaseModel):
+    """What `search` returns to a model: the facts, the profiles and events recall used, and
+    what was said but not yet processed (the stages, timings and intent left out)."""
+
+    people: list[str] = Field(description="the participants the question names")
+    hits: list[Recalled] = Field(description="best first; empty when nothing is relevant")
+    profiles: list[ProfileHit]
+    events: list[EventSummary]
+    pending: list[Said]
+
+    @classmethod
+    def of(cls, found: SearchResponse) -> Recall:
+        return cls(
+            people=found.intent.participants,
+            hits=[
+                Recalled(
+                    fact_id=h.fact_id, text=h.text, relevance=round(h.relevance, 3),
+                    when=days(h.time), session_id=h.session_id, turn_ids=h.turn_ids,
+                )
+                for h in found.hits
+            ],
+            profiles=found.profiles,
+            events=[EventSummary(event_id=e.event_id, summary=e.summary) for e in found.events],
+            pending=[
+                Said(session_id=t.session_id, turn_id=t.turn_id, speaker=t.speaker,
+                     text=t.text, time=t.time)
+                for t in found.pending
+            ],
+        )  # fmt: skip
+
+
+class Answered(Recall):
+    """What `ask` returns to a model: the answer, what it cites, and the recall under it."""
+
+    answer: str
+    answer_fact_ids: list[str] = Field(
+        description="fact ids; `profile:<id>` for a profile in force; `pending:...` for a turn"
+    )
+
+    @classmethod
+    def of_answer(cls, found: AskResponse) -> Answered:
+        recall = Recall.of(found)
+        return cls(answer=found.answer, answer_fact_ids=found.answer_fact_ids, **dict(recall))
 
 
 class PersonProfile(BaseModel):
@@ -272,14 +345,15 @@ def search(
     mode: Mode = None,
     min_score: MinScore = None,
     filters: Filters = None,
-) -> SearchResponse:
+) -> Recall:
     """Search a space's memory: the facts that best match the question, ranked, each with its
     fact id, `relevance` (0-1), source session and turn ids, and the events and profiles
     recall used. An empty `hits` means memory holds nothing relevant."""
     query = QueryBody(question=question, k=k, mode=mode, min_score=min_score, filters=filters)
-    return _memory(ctx).search(
+    found = _memory(ctx).search(
         space, query.question, k=query.k, mode=query.mode, min_score=min_score, filters=filters
     )
+    return Recall.of(found)
 
 
 def ask(
@@ -290,13 +364,14 @@ def ask(
     mode: Mode = None,
     min_score: MinScore = None,
     filters: Filters = None,
-) -> AskResponse:
+) -> Answered:
     """Answer a question from a space's memory: `answer`, the ids of the facts it rests on
     (`answer_fact_ids`), and the ranked evidence (`hits`, with turn ids)."""
     query = QueryBody(question=question, k=k, mode=mode, min_score=min_score, filters=filters)
-    return _memory(ctx).ask(
+    found = _memory(ctx).ask(
         space, query.question, k=query.k, mode=query.mode, min_score=min_score, filters=filters
     )
+    return Answered.of_answer(found)
 
 
 def get_context(

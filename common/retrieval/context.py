@@ -30,7 +30,7 @@ def tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
-def _days(time: FactTime) -> str:
+def days(time: FactTime) -> str:
     """When a fact happened, when known, else the day it was said."""
     span = time.event
     if span is None:
@@ -54,7 +54,7 @@ def candidates(found: SearchResponse) -> list[ContextItem]:
         items.append(
             ContextItem(
                 label="", kind="fact", id=h.fact_id, text=h.text, session_id=h.session_id,
-                turn_ids=h.turn_ids, when=_days(h.time), relevance=round(h.relevance, 3),
+                turn_ids=h.turn_ids, when=days(h.time), relevance=round(h.relevance, 3),
             )
         )  # fmt: skip
     for e in found.events:

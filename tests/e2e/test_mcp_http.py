@@ -76,13 +76,19 @@ def test_a_request_without_a_tenant_key_is_refused(stack: Stack) -> None:
     url = f"{stack.url}/mcp"
     headers = {"Accept": "application/json, text/event-stream"}
     for key, status, detail in (
-        (None, 401, "missing API key: send `Authorization: Bearer <key>`"),
+        (None, 401, "missing API key: send `Authorization: Bearer <key>` or `X-API-Key: <key>`"),
         ("amk_not-a-key", 401, "unknown or revoked API key"),
         (ADMIN_KEY, 403, "the admin key manages tenants; use a tenant's key"),
     ):
         sent = headers | ({"Authorization": f"Bearer {key}"} if key else {})
         response = httpx.post(url, headers=sent, content=json.dumps(INITIALIZE), timeout=30)
         assert (response.status_code, response.json()) == (status, {"detail": detail})
+        # no WWW-Authenticate: an MCP client would take it for the start of an OAuth flow
+        assert "www-authenticate" not in response.headers
+    # a client that cannot send a bearer header sends the key as it is
+    plain = headers | {"X-API-Key": stack.key("mcpc"), "Content-Type": "application/json"}
+    response = httpx.post(url, headers=plain, content=json.dumps(INITIALIZE), timeout=30)
+    assert response.status_code == 200 and response.json()["result"]["serverInfo"]
 
 
 def test_another_tenant_sees_no_such_space(stack: Stack, alice: tuple[Tools, Any]) -> None:

@@ -255,7 +255,7 @@ def test_one_person_in_either_unicode_form(served: tuple[Tools, Any]) -> None:
         assert found["person"] == nfc and found["profiles"]
         assert {p["person"] for p in found["profiles"]} == {nfc}
     asked = tools.ok("search", space="names", question=f"Where does {nfd} live?")
-    assert asked["intent"]["participants"] == [nfc]
+    assert asked["people"] == [nfc]
     assert "Lisbon" in asked["hits"][0]["text"]
     stranger = {**session, "session_id": "j2", "turns": [{"speaker": "Bo", "text": "Hello."}]}
     said = tools.error("add_session", space="names", session=stranger)
