@@ -13,15 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.serve import Served, serving
+from tests.helpers.skips import unavailable
 from workers.launch import ROOT
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        not (shutil.which("node") and shutil.which("npm")) and os.environ.get("CI") != "true",
-        reason="no Node.js and npm on this machine (the TypeScript client's tests need them)",
-    ),
-]
+pytestmark = pytest.mark.integration
 PACKAGE = Path(ROOT) / "clients" / "typescript"
 
 
@@ -36,6 +31,8 @@ def npm(*args: str, env: dict[str, str] | None = None) -> str:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    if not (shutil.which("node") and shutil.which("npm")):
+        unavailable("no Node.js and npm on this machine (the TypeScript client's tests need them)")
     npm("ci", "--no-audit", "--no-fund")
     with serving(tmp_path_factory.mktemp("ts-client") / "data") as served:
         yield served
