@@ -284,12 +284,4 @@ def profile_without(
             return None
         current = max(history, key=lambda v: v.t_from)
         history.remove(current)
-    return profile.model_copy(
-        update={
-            "content": current.content,
-            "keywords": current.keywords,
-            "evidence_fact_ids": current.evidence_fact_ids,
-            "t_from": current.t_from,
-            "history": history,
-        }
-    )
+    return profile.standing(current, history)

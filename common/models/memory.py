@@ -200,13 +200,17 @@ class Profile(BaseModel):
         version = self.version_at(day)
         if version is None or version is self:
             return version
+        return self.standing(version, [v for v in self.history if v.t_to <= version.t_from])
+
+    def standing(self, current: ProfileVersion, history: list[ProfileVersion]) -> Profile:
+        """This profile with `current` as its state and `history` as its earlier versions."""
         return self.model_copy(
             update={
-                "content": version.content,
-                "keywords": version.keywords,
-                "evidence_fact_ids": version.evidence_fact_ids,
-                "t_from": version.t_from,
-                "history": [v for v in self.history if v.t_to <= version.t_from],
+                "content": current.content,
+                "keywords": current.keywords,
+                "evidence_fact_ids": current.evidence_fact_ids,
+                "t_from": current.t_from,
+                "history": history,
             }
         )
 
