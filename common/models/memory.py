@@ -198,7 +198,7 @@ class Profile(BaseModel):
         """The profile as it stood on `day`: the version then in force as its content, the
         versions before it as its history; None when it did not hold yet."""
         version = self.version_at(day)
-        if version is None or version is self:
+        if not isinstance(version, ProfileVersion):  # None, or this profile itself
             return version
         return self.standing(version, [v for v in self.history if v.t_to <= version.t_from])
 
