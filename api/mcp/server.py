@@ -118,6 +118,13 @@ Filters = Annotated[
         "(session_ids) or naming given people (participants)"
     ),
 ]
+AsOf = Annotated[
+    datetime | None,
+    Field(
+        description="when the question is asked (ISO 8601): relative dates and the profiles "
+        "in force are read then; unset: now"
+    ),
+]
 Limit = Annotated[int, Field(ge=1, le=1000, strict=True, description="how many items in this page")]
 Offset = Annotated[
     int, Field(ge=0, le=10_000_000, strict=True, description="how many items to skip")
@@ -345,14 +352,18 @@ def search(
     mode: Mode = None,
     min_score: MinScore = None,
     filters: Filters = None,
+    as_of: AsOf = None,
 ) -> Recall:
     """Search a space's memory: the facts that best match the question, ranked, each with its
     fact id, `relevance` (0-1), source session and turn ids, and the events and profiles
     recall used. An empty `hits` means memory holds nothing relevant."""
-    query = QueryBody(question=question, k=k, mode=mode, min_score=min_score, filters=filters)
-    found = _memory(ctx).search(
-        space, query.question, k=query.k, mode=query.mode, min_score=min_score, filters=filters
+    query = QueryBody(
+        question=question, k=k, mode=mode, min_score=min_score, filters=filters, as_of=as_of
     )
+    found = _memory(ctx).search(
+        space, query.question, k=query.k, mode=query.mode, min_score=min_score, filters=filters,
+        as_of=query.as_of,
+    )  # fmt: skip
     return Recall.of(found)
 
 
@@ -364,13 +375,17 @@ def ask(
     mode: Mode = None,
     min_score: MinScore = None,
     filters: Filters = None,
+    as_of: AsOf = None,
 ) -> Answered:
     """Answer a question from a space's memory: `answer`, the ids of the facts it rests on
     (`answer_fact_ids`), and the ranked evidence (`hits`, with turn ids)."""
-    query = QueryBody(question=question, k=k, mode=mode, min_score=min_score, filters=filters)
-    found = _memory(ctx).ask(
-        space, query.question, k=query.k, mode=query.mode, min_score=min_score, filters=filters
+    query = QueryBody(
+        question=question, k=k, mode=mode, min_score=min_score, filters=filters, as_of=as_of
     )
+    found = _memory(ctx).ask(
+        space, query.question, k=query.k, mode=query.mode, min_score=min_score, filters=filters,
+        as_of=query.as_of,
+    )  # fmt: skip
     return Answered.of_answer(found)
 
 
@@ -383,10 +398,7 @@ def get_context(
     ] = CONTEXT_TOKENS,
     min_score: MinScore = None,
     filters: Filters = None,
-    as_of: Annotated[
-        datetime | None,
-        Field(description="when the question is asked (ISO 8601); unset: now"),
-    ] = None,
+    as_of: AsOf = None,
 ) -> ContextResponse:
     """What memory holds for a question as a block to read before answering (`text`): the
     person's profiles in force, the relevant facts with their dates, the events they belong

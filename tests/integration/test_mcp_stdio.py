@@ -87,6 +87,11 @@ def test_search_and_ask_answer_with_evidence(served: tuple[Tools, Any]) -> None:
     assert cited == f"profile:{answered['profiles'][0]['profile_id']}"
     assert "Denver" in answered["profiles"][0]["content"]
     assert any(h["turn_ids"] == ["s3:5"] for h in evidence.values())
+    # asked as of a day before the move, the profile then in force answers
+    before = tools.ok(
+        "ask", space="demo", question="Where does Priya live?", as_of="2024-05-01T12:00:00"
+    )
+    assert "Boston" in before["answer"] and "Denver" not in before["answer"]
 
 
 def test_a_context_block_leads_with_the_profile_in_force(served: tuple[Tools, Any]) -> None:
