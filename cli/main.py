@@ -10,32 +10,45 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
-from importlib import metadata
+from collections.abc import Callable, Sequence
+from importlib import import_module, metadata
 
-from celery.exceptions import TimeoutError as CeleryTimeout
-
-from cli.bench import cmd_bench_locomo, cmd_bench_report, cmd_bench_scale
-from cli.commands import (
-    cmd_ask,
-    cmd_delete,
-    cmd_events,
-    cmd_facts,
-    cmd_ingest,
-    cmd_job,
-    cmd_profile_batch,
-    cmd_profiles,
-    cmd_resume,
-    cmd_search,
-    cmd_space,
-    cmd_stats,
-)
-from cli.demo import cmd_demo
-from cli.mcp import cmd_mcp
-from cli.rebuild import cmd_space_compare, cmd_space_rebuild
-from cli.serve import cmd_serve
-from cli.transfer import cmd_space_pull, cmd_space_push
 from common.errors import AtomMemError
+
+
+def command(module: str, name: str) -> Callable[[argparse.Namespace], int]:
+    """A command's function, imported when it runs: `--help` and `--version` load none of the
+    workers, the store or Celery."""
+
+    def run(args: argparse.Namespace) -> int:
+        func: Callable[[argparse.Namespace], int] = getattr(import_module(module), name)
+        return func(args)
+
+    return run
+
+
+cmd_bench_locomo = command("cli.bench", "cmd_bench_locomo")
+cmd_bench_report = command("cli.bench", "cmd_bench_report")
+cmd_bench_scale = command("cli.bench", "cmd_bench_scale")
+cmd_ask = command("cli.commands", "cmd_ask")
+cmd_delete = command("cli.commands", "cmd_delete")
+cmd_events = command("cli.commands", "cmd_events")
+cmd_facts = command("cli.commands", "cmd_facts")
+cmd_ingest = command("cli.commands", "cmd_ingest")
+cmd_job = command("cli.commands", "cmd_job")
+cmd_profile_batch = command("cli.commands", "cmd_profile_batch")
+cmd_profiles = command("cli.commands", "cmd_profiles")
+cmd_resume = command("cli.commands", "cmd_resume")
+cmd_search = command("cli.commands", "cmd_search")
+cmd_space = command("cli.commands", "cmd_space")
+cmd_stats = command("cli.commands", "cmd_stats")
+cmd_demo = command("cli.demo", "cmd_demo")
+cmd_mcp = command("cli.mcp", "cmd_mcp")
+cmd_space_compare = command("cli.rebuild", "cmd_space_compare")
+cmd_space_rebuild = command("cli.rebuild", "cmd_space_rebuild")
+cmd_serve = command("cli.serve", "cmd_serve")
+cmd_space_pull = command("cli.transfer", "cmd_space_pull")
+cmd_space_push = command("cli.transfer", "cmd_space_push")
 
 
 def _version() -> str:
@@ -230,6 +243,8 @@ def _bench_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from celery.exceptions import TimeoutError as CeleryTimeout
+
     try:
         return int(args.func(args))
     except AtomMemError as exc:
