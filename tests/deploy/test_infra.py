@@ -36,6 +36,8 @@ from tests.helpers.deploy import (
     configmap,
     containers,
     env_example,
+    gpu_stack,
+    in_profile,
     interpolate,
     is_celery,
     is_vllm_server,
@@ -166,9 +168,16 @@ def test_compose_environments_build_valid_settings(monkeypatch: pytest.MonkeyPat
         settings = settings_from(env, monkeypatch)
         broker, qdrant = settings.broker.url, settings.store.qdrant_url
         assert broker and urlparse(broker).hostname in services(), name
-        assert qdrant and urlparse(qdrant).hostname in services(), name
+        if in_profile(service, "cpu"):
+            # the embedded store, opened by the one worker process, on a volume
+            assert qdrant is None, name
+            if worker_queues(compose_argv(service)):
+                mounts = [v.split(":")[1] for v in service["volumes"]]
+                assert any(str(settings.store.qdrant_path).startswith(m) for m in mounts), name
+        else:
+            assert qdrant and urlparse(qdrant).hostname in services(), name
         checked += 1
-    assert checked >= 4
+    assert checked >= 6
 
 
 def test_k8s_environments_build_valid_settings(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -221,15 +230,18 @@ def test_celery_commands_use_the_app_and_real_queues(source: str) -> None:
         unknown = set(queues) - {q.value for q in Queue}
         assert not unknown, f"{source}: no such queue {sorted(unknown)} in {argv}"
         consumed |= set(queues)
-        if Queue.EXTRACT.value in queues:
-            assert option(argv, "-c", "--concurrency") == "1", "one extract task per GPU"
     assert consumed == {q.value for q in Queue}, f"{source}: no worker for some queue"
+    # the GPU pool runs one extract task per GPU (the `cpu` profile's worker has none)
+    gpu = [compose_argv(s) for s in gpu_stack().values()] if source == "compose" else argvs
+    for argv in gpu:
+        if Queue.EXTRACT.value in (worker_queues(argv) or []):
+            assert option(argv, "-c", "--concurrency") == "1", "one extract task per GPU"
 
 
 def test_compose_gpu_services_reserve_an_nvidia_device() -> None:
     gpu = {
         name
-        for name, svc in services().items()
+        for name, svc in gpu_stack().items()
         if is_vllm_server(compose_argv(svc))
         or Queue.EXTRACT.value in (worker_queues(compose_argv(svc)) or [])
     }

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
+from common.queues import Queue
 from tests.helpers.deploy import (
     COMPOSE_FILE,
     ENV_EXAMPLE,
@@ -31,8 +32,10 @@ from tests.helpers.deploy import (
     K8S,
     env_example,
     image_problem,
+    worker_queues,
 )
 from tests.helpers.skips import unavailable
+from workers.launch import ROOT
 
 pytestmark = pytest.mark.deploy
 
@@ -77,13 +80,18 @@ def compose_env(tmp_path: Path) -> Path:
     return env
 
 
-def compose_config(compose_file: Path, env: Path) -> subprocess.CompletedProcess[str]:
-    """`docker compose config`: the file against the compose spec, variables resolved. The
-    project folder is infra/compose whichever file is read; --env-file also keeps an operator's
-    own infra/compose/.env out of the test."""
+def compose_config(
+    compose_file: Path, env: Path, profiles: tuple[str, ...] = ("gpu", "cpu")
+) -> subprocess.CompletedProcess[str]:
+    """`docker compose config`: the file against the compose spec, variables resolved, with
+    the services of `profiles` (both by default: every service). The project folder is
+    infra/compose whichever file is read; --env-file also keeps an operator's own
+    infra/compose/.env out of the test."""
     argv = [tool("docker-compose"), "-f", str(compose_file), "--env-file", str(env)]
-    argv += ["--project-directory", str(COMPOSE_FILE.parent), "config", "--format", "yaml"]
-    return run(argv)
+    argv += ["--project-directory", str(COMPOSE_FILE.parent)]
+    for profile in profiles:
+        argv += ["--profile", profile]
+    return run([*argv, "config", "--format", "yaml"])
 
 
 def test_compose_file_is_valid_for_docker_compose(tmp_path: Path) -> None:
@@ -93,6 +101,29 @@ def test_compose_file_is_valid_for_docker_compose(tmp_path: Path) -> None:
     for name, svc in resolved["services"].items():
         assert image_problem(svc["image"]) is None, (name, svc["image"])
     assert resolved["services"]["redis"]["healthcheck"]["test"][0] == "CMD-SHELL"
+
+
+def test_the_cpu_profile_is_redis_the_api_one_cpu_worker_and_flower(tmp_path: Path) -> None:
+    """`docker compose --profile cpu up`: nothing of the GPU stack, every app image built here
+    from the repository's Dockerfile (tagged localhost/..., never pulled), the worker on
+    every queue with the embedded store on a volume and no model."""
+    done = compose_config(COMPOSE_FILE, compose_env(tmp_path), profiles=("cpu",))
+    assert done.returncode == 0, done.stderr
+    resolved = yaml.safe_load(done.stdout)["services"]
+    assert set(resolved) == {"redis", "cpu-api", "cpu-worker", "cpu-flower"}
+    for name in ("cpu-api", "cpu-worker", "cpu-flower"):
+        svc = resolved[name]
+        assert svc["image"].startswith("localhost/"), name
+        assert Path(svc["build"]["context"]) == ROOT and svc["build"]["dockerfile"].endswith(
+            "infra/Dockerfile"
+        )  # fmt: skip
+        assert "deploy" not in svc, name  # no GPU reservation
+    worker = resolved["cpu-worker"]
+    assert set(worker_queues(worker["command"]) or []) == {q.value for q in Queue}
+    assert worker["environment"]["ATOMMEM_LLM__BACKEND"] == "rules"
+    assert "ATOMMEM_STORE__QDRANT_URL" not in worker["environment"]
+    assert [v["target"] for v in worker["volumes"]] == ["/data"]
+    assert resolved["cpu-api"]["ports"][0]["target"] == 8080
 
 
 def test_docker_compose_refuses_a_broken_compose_file(tmp_path: Path) -> None:

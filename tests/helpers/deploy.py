@@ -44,6 +44,15 @@ def services() -> dict[str, dict[str, Any]]:
     return result
 
 
+def in_profile(service: dict[str, Any], profile: str) -> bool:
+    return profile in (service.get("profiles") or [])
+
+
+def gpu_stack() -> dict[str, dict[str, Any]]:
+    """The services of the full stack: all but the `cpu` profile's."""
+    return {n: s for n, s in services().items() if not in_profile(s, "cpu")}
+
+
 def env_example() -> dict[str, str]:
     pairs = {}
     for line in ENV_EXAMPLE.read_text().splitlines():
