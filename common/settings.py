@@ -141,6 +141,10 @@ class RetrievalSettings(BaseModel):
     # costs Recall@10 at most one point; off-topic probes then come back empty
     # (bench/results/relevance_floor.json, docs/recall.md "Relevance").
     min_relevance: float = Field(default=0.28, ge=0.0, le=1.0)
+    # `ask` about a lasting trait leads with a profile in force that matches the question
+    # within this S_h of the best fact; of those within it of the best profile, the one that
+    # began last (docs/recall.md, "6. Answer").
+    profile_lead_margin: float = Field(default=0.1, ge=0.0, le=1.0)
 
 
 class GraphSettings(BaseModel):

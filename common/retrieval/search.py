@@ -71,6 +71,7 @@ class SearchResult:
     pending: list[pending_turns.PendingHit] = field(default_factory=list)
     pending_cut: int = 0
     walk: Walk | None = None  # in the modes that walk a graph
+    profile_scores: list[float] = field(default_factory=list)  # S_h of each of `profiles`
 
 
 @dataclass
@@ -287,11 +288,11 @@ def search(
                 graph = recall_graph(index, walk.graph, walk.seeds, [h.fact.id for h in hits])
                 clock.lap("explain")
     hits = _relevant(index, hits, vector, query, ctx, min_score)
-    in_force: list[tuple[Profile, Profile | ProfileVersion]] = []
+    in_force: list[tuple[Profile, Profile | ProfileVersion, float]] = []
     if (intent.needs_profile or profiles) and mode not in ("flat", "no-profile"):
         in_force = top_profiles(ctx, tenant, space, intent, query, vector, now.date())
         if filters is not None and filters.participants is not None:
-            in_force = [(p, v) for p, v in in_force if p.person in filters.participants]
+            in_force = [r for r in in_force if r[0].person in filters.participants]
         clock.lap("profiles")
     found = pending_turns.PendingResult([], 0, 0)
     pending = filtering.pending_allowed(list(pending), filters)
@@ -302,7 +303,7 @@ def search(
         question,
         intent,
         hits,
-        in_force,
+        [(p, v) for p, v, _ in in_force],
         events,
         clock.done(),
         used.as_counts(),
@@ -310,6 +311,7 @@ def search(
         found.hits,
         found.cut,
         walk,
+        [score for _, _, score in in_force],
     )
 
 
@@ -382,8 +384,9 @@ def top_profiles(
     query: TextQuery,
     vector: np.ndarray,
     day: date,
-) -> list[tuple[Profile, Profile | ProfileVersion]]:
-    """The k_p closest profiles of the participants, each in the version valid on `day`."""
+) -> list[tuple[Profile, Profile | ProfileVersion, float]]:
+    """The k_p closest profiles of the participants, each in the version valid on `day`, with
+    its S_h to the question."""
     index = ctx.index(tenant, space)
     when = intent.time_range.end if intent.time_range else day
     mask = index.profiles.mask(intent.participants or None)
@@ -399,7 +402,7 @@ def top_profiles(
         profile = index.profiles.get(r.id)
         version = profile.version_at(when)
         if version is not None:
-            out.append((profile, version))
+            out.append((profile, version, r.score))
     return out
 
 
@@ -435,7 +438,7 @@ def ask(
             filters=filters,
             profiles=profiles,
         )
-        evidence = _in_force(result)
+        evidence = _in_force(result, ctx.settings.retrieval.profile_lead_margin)
         evidence += [
             EvidenceItem(fact_id=h.fact.id, text=h.fact.text, score=h.score, time=h.fact.time)
             for h in result.hits
@@ -454,14 +457,23 @@ def ask(
     return AskResult(search=result, answer=answer)
 
 
-def _in_force(result: SearchResult) -> list[EvidenceItem]:
-    """The evidence that leads an answer about a lasting trait: the best profile, in the
-    version in force when the question is asked (none for a question asking when)."""
+def _in_force(result: SearchResult, margin: float) -> list[EvidenceItem]:
+    """The evidence that leads an answer about a lasting trait: a profile in force when the
+    question is asked, when one matches it about as well as the best fact does (S_h within
+    `margin`); of those within `margin` of the best profile, the one that began last (how
+    things stand then, which an older trait of the same kind no longer says). None for a
+    question asking when."""
     if not result.profiles or not result.intent.needs_profile:
         return []
     if result.intent.style == "temporal":
         return []
-    profile, version = result.profiles[0]
+    scores = result.profile_scores or [0.0] * len(result.profiles)
+    best_fact = max((h.relevance for h in result.hits), default=0.0)
+    if max(scores) < best_fact - margin:
+        return []  # a fact answers it better: the answer comes from the facts
+    close = [i for i, s in enumerate(scores) if s >= max(scores) - margin]
+    latest = max(close, key=lambda i: (result.profiles[i][1].t_from, -i))
+    profile, version = result.profiles[latest]
     return [
         EvidenceItem(
             fact_id=f"profile:{profile.id}",

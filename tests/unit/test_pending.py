@@ -9,6 +9,7 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -255,3 +256,40 @@ def test_an_answer_about_a_trait_leads_with_the_profile_in_force_then(tmp_path: 
     # a question asking when is answered from the facts' dates, not led by the profile
     when = ask(ctx, "t", "s", "When did Priya live in Boston?", now=datetime(2024, 7, 1))
     assert "profile:p1" not in when.answer.fact_ids
+
+
+def _trait(index: Any, pid: str, content: str, since: datetime, vector: np.ndarray) -> None:
+    from common.models.memory import Profile
+
+    index.put_profile(
+        Profile(
+            id=pid, tenant="t", space="s", person="Priya", content=content,
+            keywords=[], evidence_fact_ids=[], t_from=since.date(),
+        ),
+        vector,
+    )  # fmt: skip
+
+
+def test_of_two_traits_in_force_about_as_relevant_the_newer_leads(tmp_path: Path) -> None:
+    question = "What does Priya do for work?"
+    ctx = make_ctx(tmp_path, TableEncoder({question: Q}), scripted=False)
+    index = ctx.index("t", "s")
+    # two separate profiles (no history joins them), equally close to the question
+    _trait(index, "p-boston", "Priya works as a nurse in Boston.", datetime(2024, 3, 4), Q)
+    _trait(index, "p-denver", "Priya works as a nurse in Denver.", datetime(2024, 6, 2), Q)
+    _trait(index, "p-far", "Priya started pottery.", datetime(2024, 9, 1), unit(0, 0, 1, 0))
+    now = ask(ctx, "t", "s", question, now=datetime(2024, 10, 1, 12, 0))
+    assert now.answer.fact_ids == ["profile:p-denver"]  # not the later, unrelated pottery
+    then = ask(ctx, "t", "s", question, now=datetime(2024, 4, 1, 12, 0))
+    assert then.answer.fact_ids == ["profile:p-boston"]  # Denver did not hold yet
+
+
+def test_a_fact_that_answers_better_than_any_profile_is_not_led_by_one(tmp_path: Path) -> None:
+    question = "What hobby did Priya start in a class?"
+    ctx = make_ctx(tmp_path, TableEncoder({question: Q}), scripted=False)
+    index = ctx.index("t", "s")
+    index.put_fact(stored_fact("f1", "Priya started a pottery class.", ["pottery"]), Q)
+    _trait(index, "p-work", "Priya works as a nurse.", datetime(2024, 3, 4), unit(1, 1, 1, 0))
+    answered = ask(ctx, "t", "s", question, now=datetime(2024, 10, 1, 12, 0))
+    assert answered.search.intent.needs_profile  # "hobby": a question about a trait
+    assert answered.answer.fact_ids == ["f1"]
