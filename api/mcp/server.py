@@ -360,11 +360,7 @@ def search(
     query = QueryBody(
         question=question, k=k, mode=mode, min_score=min_score, filters=filters, as_of=as_of
     )
-    found = _memory(ctx).search(
-        space, query.question, k=query.k, mode=query.mode, min_score=min_score, filters=filters,
-        as_of=query.as_of,
-    )  # fmt: skip
-    return Recall.of(found)
+    return Recall.of(_memory(ctx).search(space, query.question, **query.recall()))
 
 
 def ask(
@@ -382,11 +378,7 @@ def ask(
     query = QueryBody(
         question=question, k=k, mode=mode, min_score=min_score, filters=filters, as_of=as_of
     )
-    found = _memory(ctx).ask(
-        space, query.question, k=query.k, mode=query.mode, min_score=min_score, filters=filters,
-        as_of=query.as_of,
-    )  # fmt: skip
-    return Answered.of_answer(found)
+    return Answered.of_answer(_memory(ctx).ask(space, query.question, **query.recall()))
 
 
 def get_context(
@@ -408,10 +400,7 @@ def get_context(
         question=question, max_tokens=max_tokens, min_score=min_score, filters=filters,
         as_of=as_of,
     )  # fmt: skip
-    return _memory(ctx).context(
-        space, body.question, body.max_tokens, min_score=min_score, filters=filters,
-        as_of=body.as_of,
-    )  # fmt: skip
+    return _memory(ctx).context(space, body.question, body.max_tokens, **body.recall())
 
 
 def get_profile(

@@ -24,16 +24,7 @@ async def search(
     by channel. Hits with `relevance` below `min_score` (default `retrieval.min_relevance`)
     and outside `filters` (when said, session, participant) are left out."""
     return await svc.waiting(
-        lambda: memory.search(
-            space,
-            body.question,
-            body.k,
-            body.mode,
-            body.explain,
-            body.min_score,
-            body.filters,
-            body.as_of,
-        )  # fmt: skip
+        lambda: memory.search(space, body.question, explain=body.explain, **body.recall())
     )
 
 
@@ -43,16 +34,7 @@ async def ask(
 ) -> AskResponse:
     """An answer from memory with the facts it used."""
     return await svc.waiting(
-        lambda: memory.ask(
-            space,
-            body.question,
-            body.k,
-            body.mode,
-            body.explain,
-            body.min_score,
-            body.filters,
-            body.as_of,
-        )  # fmt: skip
+        lambda: memory.ask(space, body.question, explain=body.explain, **body.recall())
     )
 
 
@@ -66,8 +48,5 @@ async def context(
     labelled (`[P1]`, `[F1]`, `[E1]`, `[T1]`) with what it cites in `items`, within
     `max_tokens` (counted as characters / 4); `left_out` counts the lines that did not fit."""
     return await svc.waiting(
-        lambda: memory.context(
-            space, body.question, body.max_tokens, body.k, body.mode, body.min_score,
-            body.filters, body.as_of,
-        )
-    )  # fmt: skip
+        lambda: memory.context(space, body.question, body.max_tokens, **body.recall())
+    )

@@ -293,6 +293,16 @@ class Question(Strict):
     def _in_range(cls, value: datetime | None) -> datetime | None:
         return value if value is None else check_time(value)
 
+    def recall(self) -> dict[str, Any]:
+        """How to read memory for it, as `Memory.search`, `ask` and `context` take it."""
+        return {
+            "k": self.k,
+            "mode": self.mode,
+            "min_score": self.min_score,
+            "filters": self.filters,
+            "as_of": self.as_of,
+        }
+
 
 class QueryBody(Question):
     explain: bool = Field(
