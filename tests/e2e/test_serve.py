@@ -105,3 +105,24 @@ def test_the_readme_quick_start_runs_as_written(tmp_path: Path) -> None:
     block, answer = ran.stdout.rsplit("\n", 2)[0], ran.stdout.strip().splitlines()[-1]
     assert "Denver" in block and "[F1]" in block
     assert "Mochi" in answer
+
+
+def test_a_chat_accepted_before_a_kill_is_remembered_after_the_restart(tmp_path: Path) -> None:
+    """SIGKILL right after the 202: the job is in the journal on disk, and the next start
+    sends it again (nothing lost, nothing done twice)."""
+    data = tmp_path / "data"
+    chat = [{"role": "user", "content": f"On day {i} I walked my dog Pepper to the lake."}
+            for i in range(40)]  # fmt: skip
+    with serving(data) as served:
+        with AtomMem(served.url, served.key()) as mem:
+            mem.create_space("kim")
+            (job,) = mem.add_messages("kim", chat, conversation_id="walks", user="Kim")
+        served.proc.kill()
+        served.proc.wait(30)
+    with serving(data) as served:
+        assert "resuming" in served.log.read_text().split("AtomMem at")[-2]
+        with AtomMem(served.url, served.key()) as mem:
+            (done,) = mem.wait([job.job_id], timeout=300)
+            assert done.state == "done" and done.counts["facts_stored"] >= 1
+            assert [s.session_id for s in mem.sessions("kim")] == [job.session_id]
+            assert "Pepper" in mem.context("kim", "What is the name of Kim's dog?").text

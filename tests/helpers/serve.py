@@ -22,6 +22,7 @@ class Served:
     url: str
     log: Path
     key_file: Path
+    proc: subprocess.Popen[bytes]
 
     def key(self) -> str:
         return self.key_file.read_text().strip()
@@ -44,7 +45,8 @@ def serving(data: Path, cwd: Path = ROOT) -> Iterator[Served]:
     url = f"http://127.0.0.1:{port}"
     try:
         until_ready(f"{url}/readyz", proc, log, "atommem serve", timeout=120)
-        yield Served(url=url, log=log, key_file=data / "api_key")
+        yield Served(url=url, log=log, key_file=data / "api_key", proc=proc)
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(60)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(60)
