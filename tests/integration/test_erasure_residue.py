@@ -106,8 +106,15 @@ def _every_value(client: redis.Redis) -> str:
 
 def _disk(directory: Path) -> str:
     """Every file Redis keeps (AOF parts, manifest, snapshot), as one text."""
-    files = [f for f in directory.rglob("*") if f.is_file() and f.name != "redis.log"]
-    return "\n".join(f.read_bytes().decode("latin-1") for f in files)
+    texts = []
+    for f in directory.rglob("*"):
+        if f.name == "redis.log":
+            continue
+        try:
+            texts.append(f.read_bytes().decode("latin-1"))
+        except (FileNotFoundError, IsADirectoryError):
+            continue  # a temp file Redis renamed or removed while we listed
+    return "\n".join(texts)
 
 
 def _eventually(check: Callable[[], bool], timeout: float = 30.0) -> bool:
