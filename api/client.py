@@ -35,8 +35,8 @@ import httpx
 from pydantic import BaseModel
 
 from common.errors import AtomMemError, Conflict, InvalidInput, NotFound
-from common.models.api import RawSession, SearchFilters
-from common.models.jobs import FINISHED, Job
+from common.models.api import ListingFilter, RawSession, SearchFilters
+from common.models.jobs import FINISHED, Job, JobState
 from common.models.memory import Event, Fact, Profile
 from common.models.messages import RawMessages, messages_body
 from common.models.query import CONTEXT_TOKENS, AskResponse, ContextResponse, SearchResponse
@@ -222,8 +222,9 @@ class Calls:
         return Call("GET", path("jobs", job_id))
 
     @staticmethod
-    def jobs(space: str | None, limit: int) -> Call:
-        params: dict[str, str | int] = {"limit": limit} | ({"space": space} if space else {})
+    def jobs(space: str | None, limit: int, state: JobState | None, offset: int) -> Call:
+        params: dict[str, str | int] = {"limit": limit, "offset": offset}
+        params |= ({"space": space} if space else {}) | ({"state": state} if state else {})
         return Call("GET", path("jobs"), params=params)
 
     @staticmethod
@@ -257,8 +258,23 @@ class Calls:
         return Call("GET", path("spaces", space, "profiles"), params=params)
 
     @staticmethod
-    def page(space: str, kind: Kind, offset: int, limit: int = PAGE) -> Call:
-        return Call("GET", path("spaces", space, kind), params={"limit": limit, "offset": offset})
+    def page(
+        space: str, kind: Kind, offset: int, limit: int = PAGE, narrow: ListingFilter | None = None
+    ) -> Call:
+        params: dict[str, Any] = {"limit": limit, "offset": offset}
+        if narrow is not None:
+            narrow.check_listing(kind)
+            params |= {
+                name: value
+                for name, value in (
+                    ("text", narrow.text),
+                    ("session_id", narrow.session_ids),
+                    ("event_id", narrow.event_ids),
+                    ("id", narrow.ids),
+                )
+                if value is not None
+            }
+        return Call("GET", path("spaces", space, kind), params=params)
 
     @staticmethod
     def get(space: str, item_id: str, kind: Kind) -> Call:
@@ -411,9 +427,17 @@ class AtomMem:
                 return done
             time.sleep(poll)
 
-    def jobs(self, space: str | None = None, limit: int = 50) -> list[Job]:
-        """The tenant's newest jobs (of one space, when given), newest first."""
-        return JobList.model_validate(self._do(Calls.jobs(space, limit))).items
+    def jobs(
+        self,
+        space: str | None = None,
+        limit: int = 50,
+        state: JobState | None = None,
+        offset: int = 0,
+    ) -> list[Job]:
+        """The tenant's newest jobs (of one space, in one state, when given), newest first,
+        after the `offset` newest of them."""
+        call = Calls.jobs(space, limit, state, offset)
+        return JobList.model_validate(self._do(call)).items
 
     def sessions(self, space: str) -> list[SessionSummary]:
         """Every stored session of the space, in session order."""
@@ -480,15 +504,24 @@ class AtomMem:
         return ContextResponse.model_validate(self._do(Calls.context(space, question, recall)))
 
     @overload
-    def get_all(self, space: str, kind: Literal["facts"] = ...) -> list[Fact]: ...
+    def get_all(
+        self, space: str, kind: Literal["facts"] = ..., narrow: ListingFilter | None = None
+    ) -> list[Fact]: ...
     @overload
-    def get_all(self, space: str, kind: Literal["events"]) -> list[Event]: ...
+    def get_all(
+        self, space: str, kind: Literal["events"], narrow: ListingFilter | None = None
+    ) -> list[Event]: ...
     @overload
-    def get_all(self, space: str, kind: Literal["profiles"]) -> list[Profile]: ...
-    def get_all(self, space: str, kind: Kind = "facts") -> list[Any]:
-        """Every fact (or event, or profile) of the space, page by page."""
+    def get_all(
+        self, space: str, kind: Literal["profiles"], narrow: ListingFilter | None = None
+    ) -> list[Profile]: ...
+    def get_all(
+        self, space: str, kind: Kind = "facts", narrow: ListingFilter | None = None
+    ) -> list[Any]:
+        """Every fact (or event, or profile) of the space `narrow` lets through, page by
+        page."""
         pages = _Pages(PAGES[kind])
-        while not pages.add(self._do(Calls.page(space, kind, len(pages.items)))):
+        while not pages.add(self._do(Calls.page(space, kind, len(pages.items), PAGE, narrow))):
             pass
         return pages.items
 
@@ -511,9 +544,19 @@ class AtomMem:
     def get(self, space: str, item_id: str, kind: Kind = "facts") -> Fact | Event | Profile:
         return RECORDS[kind].model_validate(self._do(Calls.get(space, item_id, kind)))
 
-    def page(self, space: str, kind: Kind, limit: int = PAGE, offset: int = 0) -> Page[Any]:
-        """One page of the space's facts (or events, or profiles); `total` counts them all."""
-        return PAGES[kind].model_validate(self._do(Calls.page(space, kind, offset, limit)))
+    def page(
+        self,
+        space: str,
+        kind: Kind,
+        limit: int = PAGE,
+        offset: int = 0,
+        narrow: ListingFilter | None = None,
+    ) -> Page[Any]:
+        """One page of the space's facts (or events in time order, or profiles) that `narrow`
+        lets through (by words of their text, sessions, events or ids); `total` counts them
+        all."""
+        call = Calls.page(space, kind, offset, limit, narrow)
+        return PAGES[kind].model_validate(self._do(call))
 
     def history(self, space: str, fact_id: str) -> FactHistory:
         """A fact's earlier texts and which session replaced each, with its provenance."""
@@ -607,8 +650,15 @@ class AsyncAtomMem:
                 return done
             await asyncio.sleep(poll)
 
-    async def jobs(self, space: str | None = None, limit: int = 50) -> list[Job]:
-        return JobList.model_validate(await self._do(Calls.jobs(space, limit))).items
+    async def jobs(
+        self,
+        space: str | None = None,
+        limit: int = 50,
+        state: JobState | None = None,
+        offset: int = 0,
+    ) -> list[Job]:
+        call = Calls.jobs(space, limit, state, offset)
+        return JobList.model_validate(await self._do(call)).items
 
     async def sessions(self, space: str) -> list[SessionSummary]:
         pages = _Pages(Page[SessionSummary])
@@ -665,14 +715,24 @@ class AsyncAtomMem:
         return ContextResponse.model_validate(found)
 
     @overload
-    async def get_all(self, space: str, kind: Literal["facts"] = ...) -> list[Fact]: ...
+    async def get_all(
+        self, space: str, kind: Literal["facts"] = ..., narrow: ListingFilter | None = None
+    ) -> list[Fact]: ...
     @overload
-    async def get_all(self, space: str, kind: Literal["events"]) -> list[Event]: ...
+    async def get_all(
+        self, space: str, kind: Literal["events"], narrow: ListingFilter | None = None
+    ) -> list[Event]: ...
     @overload
-    async def get_all(self, space: str, kind: Literal["profiles"]) -> list[Profile]: ...
-    async def get_all(self, space: str, kind: Kind = "facts") -> list[Any]:
+    async def get_all(
+        self, space: str, kind: Literal["profiles"], narrow: ListingFilter | None = None
+    ) -> list[Profile]: ...
+    async def get_all(
+        self, space: str, kind: Kind = "facts", narrow: ListingFilter | None = None
+    ) -> list[Any]:
         pages = _Pages(PAGES[kind])
-        while not pages.add(await self._do(Calls.page(space, kind, len(pages.items)))):
+        while not pages.add(
+            await self._do(Calls.page(space, kind, len(pages.items), PAGE, narrow))
+        ):
             pass
         return pages.items
 
@@ -693,8 +753,16 @@ class AsyncAtomMem:
     async def get(self, space: str, item_id: str, kind: Kind = "facts") -> Fact | Event | Profile:
         return RECORDS[kind].model_validate(await self._do(Calls.get(space, item_id, kind)))
 
-    async def page(self, space: str, kind: Kind, limit: int = PAGE, offset: int = 0) -> Page[Any]:
-        return PAGES[kind].model_validate(await self._do(Calls.page(space, kind, offset, limit)))
+    async def page(
+        self,
+        space: str,
+        kind: Kind,
+        limit: int = PAGE,
+        offset: int = 0,
+        narrow: ListingFilter | None = None,
+    ) -> Page[Any]:
+        call = Calls.page(space, kind, offset, limit, narrow)
+        return PAGES[kind].model_validate(await self._do(call))
 
     async def history(self, space: str, fact_id: str) -> FactHistory:
         return FactHistory.model_validate(await self._do(Calls.history(space, fact_id)))

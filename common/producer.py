@@ -13,12 +13,13 @@ from pydantic import BaseModel
 from common.celery_config import send_payload
 from common.errors import Conflict, NotFound, SessionConflict, raise_failure
 from common.models import ids
-from common.models.api import SearchFilters
+from common.models.api import ListingFilter, SearchFilters
 from common.models.jobs import (
     AcceptPayload,
     AdminOp,
     AdminPayload,
     Job,
+    JobState,
     ProfilePayload,
     QueryPayload,
     ReadPayload,
@@ -149,9 +150,17 @@ class Producer:
             raise JobNotFound(f"no job {job_id!r} for tenant {tenant!r}")
         return job
 
-    def recent_jobs(self, tenant: str, space: str | None = None, limit: int = 50) -> list[Job]:
-        """The tenant's newest jobs (of one space, when given), newest first."""
-        return self._jobs.recent_jobs(tenant, space, limit)
+    def recent_jobs(
+        self,
+        tenant: str,
+        space: str | None = None,
+        limit: int = 50,
+        state: JobState | None = None,
+        offset: int = 0,
+    ) -> list[Job]:
+        """The tenant's newest jobs (of one space, in one state, when given), newest first,
+        after the `offset` newest."""
+        return self._jobs.recent_jobs(tenant, space, limit, state, offset)
 
     def retry(self, tenant: str, job_id: str) -> Job:
         """Send a failed (or stuck) job again; ids are deterministic, so nothing doubles.
@@ -284,10 +293,11 @@ class Producer:
         limit: int = 100,
         offset: int = 0,
         timeout: float = READ_S,
+        narrow: ListingFilter | None = None,
     ) -> Page[Any]:
-        """A page of the space's facts (in session order), events or profiles (by id), as
-        `PAGES[kind]`; `total` counts them all."""
-        return self._read(tenant, kind, space, timeout, Page, limit, offset)
+        """A page of the space's facts (in session order), events (in time order) or profiles
+        (by id), those `narrow` lets through, as `PAGES[kind]`; `total` counts them all."""
+        return self._read(tenant, kind, space, timeout, Page, limit, offset, narrow=narrow)
 
     def sessions(
         self, tenant: str, space: str, limit: int = 100, offset: int = 0, timeout: float = READ_S
@@ -340,6 +350,7 @@ class Producer:
         limit: int = 100,
         offset: int = 0,
         item_id: str | None = None,
+        narrow: ListingFilter | None = None,
     ) -> Reply:
         body = ReadPayload(
             enqueued_at=0.0,
@@ -349,6 +360,7 @@ class Producer:
             item_id=item_id,
             limit=limit,
             offset=offset,
+            narrow=narrow,
         )
         return self._call(TaskName.READ, body, timeout, model)
 

@@ -17,8 +17,8 @@ from pydantic import BaseModel, ValidationError
 
 from common.errors import AtomMemError, InvalidInput, NotFound, all_errors, first_error
 from common.models import ids
-from common.models.api import RawSession, SearchFilters, SessionBody, SpaceCreate
-from common.models.jobs import Job
+from common.models.api import ListingFilter, RawSession, SearchFilters, SessionBody, SpaceCreate
+from common.models.jobs import Job, JobState
 from common.models.memory import Event, Fact, Profile
 from common.models.messages import MessagesBody, RawMessages, messages_body
 from common.models.names import person_name
@@ -81,7 +81,13 @@ class Memory(Protocol):
         on_progress: Progress | None = ...,
     ) -> list[Job]: ...
 
-    def jobs(self, space: str | None = None, limit: int = 50) -> list[Job]: ...
+    def jobs(
+        self,
+        space: str | None = None,
+        limit: int = 50,
+        state: JobState | None = None,
+        offset: int = 0,
+    ) -> list[Job]: ...
 
     def search(
         self,
@@ -119,14 +125,27 @@ class Memory(Protocol):
         as_of: datetime | None = None,
     ) -> ContextResponse: ...
 
-    def page(self, space: str, kind: Kind, limit: int = ..., offset: int = ...) -> Page[Any]: ...
+    def page(
+        self,
+        space: str,
+        kind: Kind,
+        limit: int = ...,
+        offset: int = ...,
+        narrow: ListingFilter | None = None,
+    ) -> Page[Any]: ...
 
     @overload
-    def get_all(self, space: str, kind: Literal["facts"] = ...) -> list[Fact]: ...
+    def get_all(
+        self, space: str, kind: Literal["facts"] = ..., narrow: ListingFilter | None = None
+    ) -> list[Fact]: ...
     @overload
-    def get_all(self, space: str, kind: Literal["events"]) -> list[Event]: ...
+    def get_all(
+        self, space: str, kind: Literal["events"], narrow: ListingFilter | None = None
+    ) -> list[Event]: ...
     @overload
-    def get_all(self, space: str, kind: Literal["profiles"]) -> list[Profile]: ...
+    def get_all(
+        self, space: str, kind: Literal["profiles"], narrow: ListingFilter | None = None
+    ) -> list[Profile]: ...
 
     def history(self, space: str, fact_id: str) -> FactHistory: ...
 
@@ -136,14 +155,18 @@ class Memory(Protocol):
 
 
 def profiles_of(
-    memory: Memory, space: str, person: str | None, as_of: date | None
+    memory: Memory,
+    space: str,
+    person: str | None,
+    as_of: date | None,
+    narrow: ListingFilter | None = None,
 ) -> list[Profile]:
     """The space's profiles of `person` (every person's when None; names compare as every
-    path compares them), each as it stood on `as_of` (those that did not hold yet left out),
-    by person and start."""
+    path compares them) that `narrow` lets through, each as it stood on `as_of` (those that
+    did not hold yet left out), by person and start."""
     wanted = None if person is None else person_name(person)
     found = []
-    for profile in memory.get_all(space, "profiles"):
+    for profile in memory.get_all(space, "profiles", narrow):
         if wanted is not None and person_name(profile.person) != wanted:
             continue
         state = profile if as_of is None else profile.as_of(as_of)
@@ -322,9 +345,16 @@ class TenantMemory:
         """Block until every job is done or failed; report how many finished so far."""
         return self.producer.wait(self.tenant, job_ids, timeout, on_progress)
 
-    def jobs(self, space: str | None = None, limit: int = 50) -> list[Job]:
-        """The tenant's newest jobs (of one space, when given), newest first."""
-        return self.producer.recent_jobs(self.tenant, space, limit)
+    def jobs(
+        self,
+        space: str | None = None,
+        limit: int = 50,
+        state: JobState | None = None,
+        offset: int = 0,
+    ) -> list[Job]:
+        """The tenant's newest jobs (of one space, in one state, when given), newest first,
+        after the `offset` newest of them."""
+        return self.producer.recent_jobs(self.tenant, space, limit, state, offset)
 
     def retry(self, job_id: str) -> Job:
         """Send a failed (or stuck) job again."""
@@ -390,22 +420,39 @@ class TenantMemory:
             )  # fmt: skip
         return compose(found, asked, max_tokens)
 
-    def page(self, space: str, kind: Kind, limit: int = PAGE, offset: int = 0) -> Page[Any]:
-        """A page of the space's facts (in session order), events or profiles."""
+    def page(
+        self,
+        space: str,
+        kind: Kind,
+        limit: int = PAGE,
+        offset: int = 0,
+        narrow: ListingFilter | None = None,
+    ) -> Page[Any]:
+        """A page of the space's facts (in session order), events (in time order) or
+        profiles, those `narrow` lets through."""
         with self._waiting():
-            return self.producer.page(self.tenant, space, kind, limit, offset, self._read_s)
+            return self.producer.page(self.tenant, space, kind, limit, offset, self._read_s, narrow)
 
     @overload
-    def get_all(self, space: str, kind: Literal["facts"] = ...) -> list[Fact]: ...
+    def get_all(
+        self, space: str, kind: Literal["facts"] = ..., narrow: ListingFilter | None = None
+    ) -> list[Fact]: ...
     @overload
-    def get_all(self, space: str, kind: Literal["events"]) -> list[Event]: ...
+    def get_all(
+        self, space: str, kind: Literal["events"], narrow: ListingFilter | None = None
+    ) -> list[Event]: ...
     @overload
-    def get_all(self, space: str, kind: Literal["profiles"]) -> list[Profile]: ...
-    def get_all(self, space: str, kind: Kind = "facts") -> list[Any]:
-        """Every fact (or event, or profile) of the space, page by page."""
+    def get_all(
+        self, space: str, kind: Literal["profiles"], narrow: ListingFilter | None = None
+    ) -> list[Profile]: ...
+    def get_all(
+        self, space: str, kind: Kind = "facts", narrow: ListingFilter | None = None
+    ) -> list[Any]:
+        """Every fact (or event, or profile) of the space `narrow` lets through, page by
+        page."""
         items: list[Any] = []
         while True:
-            page = self.page(space, kind, PAGE, len(items))
+            page = self.page(space, kind, PAGE, len(items), narrow)
             items += page.items
             if not page.items or len(items) >= page.total:
                 return items

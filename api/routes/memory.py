@@ -6,10 +6,12 @@ from datetime import date
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from pydantic import Field
 
 from api.deps import ServicesDep, TenantMemoryDep
 from api.errors import COMMON, declared
 from common.errors import InvalidInput
+from common.models.api import ListingFilter
 from common.models.memory import Event, Fact, Profile
 from common.models.responses import ErasureReceipt, FactHistory, Page
 from common.models.session import NAME_MAX
@@ -32,14 +34,60 @@ def _day(text: str) -> date:
 
 
 Offset = Annotated[int, Query(ge=0, le=10_000_000)]
+Text = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=200,
+        description="only items whose text holds every word of this (case ignored)",
+    ),
+]
+Ids = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=256)]] | None,
+    Query(alias="id", max_length=200, description="only these items (repeat the parameter)"),
+]
+SessionIds = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=256)]] | None,
+    Query(
+        alias="session_id",
+        max_length=100,
+        description="only facts these sessions produced, updated or repeated",
+    ),
+]
+EventIds = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=256)]] | None,
+    Query(alias="event_id", max_length=100, description="only facts of these events"),
+]
+
+
+def _narrow(
+    text: str | None,
+    ids: list[str] | None,
+    sessions: list[str] | None = None,
+    events: list[str] | None = None,
+) -> ListingFilter | None:
+    narrow = ListingFilter(
+        text=text, ids=ids or None, session_ids=sessions or None, event_ids=events or None
+    )
+    return None if narrow.empty else narrow
 
 
 @router.get("/facts")
 async def list_facts(
-    space: str, memory: TenantMemoryDep, svc: ServicesDep, limit: Limit = 100, offset: Offset = 0
+    space: str,
+    memory: TenantMemoryDep,
+    svc: ServicesDep,
+    limit: Limit = 100,
+    offset: Offset = 0,
+    text: Text = None,
+    sessions: SessionIds = None,
+    events: EventIds = None,
+    ids: Ids = None,
 ) -> Page[Fact]:
-    """Facts in session order, a page at a time (`total` counts them all)."""
-    return await svc.waiting(lambda: memory.page(space, "facts", limit, offset))
+    """Facts in session order, a page at a time (`total` counts those the filters let
+    through): by words of their text, the sessions they came from, their events, or ids."""
+    narrow = _narrow(text, ids, sessions, events)
+    return await svc.waiting(lambda: memory.page(space, "facts", limit, offset, narrow))
 
 
 @router.get("/facts/{fact_id}")
@@ -66,9 +114,18 @@ async def delete_fact(
 
 @router.get("/events")
 async def list_events(
-    space: str, memory: TenantMemoryDep, svc: ServicesDep, limit: Limit = 100, offset: Offset = 0
+    space: str,
+    memory: TenantMemoryDep,
+    svc: ServicesDep,
+    limit: Limit = 100,
+    offset: Offset = 0,
+    text: Text = None,
+    ids: Ids = None,
 ) -> Page[Event]:
-    return await svc.waiting(lambda: memory.page(space, "events", limit, offset))
+    """Events in time order (by the first day of their span, undated ones last), a page at a
+    time; `text` looks in the summary and keywords."""
+    narrow = _narrow(text, ids)
+    return await svc.waiting(lambda: memory.page(space, "events", limit, offset, narrow))
 
 
 @router.get("/events/{event_id}")
@@ -96,13 +153,17 @@ async def list_profiles(
             "left out",
         ),
     ] = None,
+    text: Text = None,
+    ids: Ids = None,
 ) -> Page[Profile]:
     """Profiles a page at a time; with `person` and `as_of`, what was true of someone on a
-    day ("where did she live in April?"), ordered by person and start."""
+    day ("where did she live in April?"), ordered by person and start. `text` looks in the
+    person, keywords and the content of every version."""
+    narrow = _narrow(text, ids)
     if person is None and as_of is None:
-        return await svc.waiting(lambda: memory.page(space, "profiles", limit, offset))
+        return await svc.waiting(lambda: memory.page(space, "profiles", limit, offset, narrow))
     day = None if as_of is None else _day(as_of)
-    found = await svc.waiting(lambda: profiles_of(memory, space, person, day))
+    found = await svc.waiting(lambda: profiles_of(memory, space, person, day, narrow))
     return Page(total=len(found), offset=offset, items=found[offset : offset + limit])
 
 

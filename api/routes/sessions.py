@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, status
 from api.deps import ServicesDep, TenantMemoryDep
 from api.errors import COMMON, declared
 from common.models.api import SPACE_NAME, SessionBody
-from common.models.jobs import Job
+from common.models.jobs import Job, JobState
 from common.models.messages import MessagesBody
 from common.models.responses import ErasureReceipt, JobList, Page, SessionSummary, StoredSession
 
@@ -71,11 +71,15 @@ def list_jobs(
     space: Annotated[
         str | None, Query(pattern=SPACE_NAME, description="only this space's jobs")
     ] = None,
+    state: Annotated[JobState | None, Query(description="only jobs in this state")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[
+        int, Query(ge=0, le=100_000, description="skip this many of the newest (matching) jobs")
+    ] = 0,
 ) -> JobList:
     """The tenant's newest jobs, newest first, with their state, reason and counts (a job is
-    kept for `pipeline.job_ttl_s`)."""
-    return JobList(items=memory.jobs(space, limit))
+    kept for `pipeline.job_ttl_s`); `space` and `state` look past the newest `limit` jobs."""
+    return JobList(items=memory.jobs(space, limit, state, offset))
 
 
 @router.get("/v1/jobs/{job_id}", responses=declared(404))

@@ -5,12 +5,14 @@ them by id with its history and provenance."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import date
 from typing import TypeVar
 
 from pydantic import BaseModel
 
 from common.context import MemoryContext
 from common.errors import InvalidInput, NotFound
+from common.models.api import ListingFilter
 from common.models.jobs import ReadPayload, ReadWhat
 from common.models.memory import Event, Fact, Profile
 from common.models.responses import (
@@ -80,17 +82,83 @@ def _sessions(ctx: MemoryContext, p: ReadPayload, space: str) -> Page[SessionSum
 
 
 def _facts(ctx: MemoryContext, p: ReadPayload, space: str) -> Page[Fact]:
-    """Facts in session order."""
-    facts = ctx.index(p.tenant, space).facts.items()
+    """Facts in session order, narrowed by `p.narrow`."""
+    index = ctx.index(p.tenant, space)
+    facts = _chosen(index.facts, p.narrow, "facts")
+    if p.narrow is not None:
+        if p.narrow.session_ids is not None:
+            sessions = set(p.narrow.session_ids)
+            facts = [f for f in facts if sessions & fact_sessions(f)]
+        if p.narrow.event_ids is not None:
+            members = {
+                fact_id
+                for event_id in p.narrow.event_ids
+                if event_id in index.events
+                for fact_id in index.events.get(event_id).fact_ids
+            }
+            facts = [f for f in facts if f.id in members]
+        facts = [f for f in facts if _has_words(p.narrow, f.text)]
     return _page(sorted(facts, key=lambda f: (f.source.session_seq, f.source.positions, f.id)), p)
 
 
 def _events(ctx: MemoryContext, p: ReadPayload, space: str) -> Page[Event]:
-    return _page(sorted(ctx.index(p.tenant, space).events.items(), key=lambda e: e.id), p)
+    """Events in time order (by the first day of their span; undated ones last)."""
+    events = _chosen(ctx.index(p.tenant, space).events, p.narrow, "events")
+    if p.narrow is not None:
+        events = [e for e in events if _has_words(p.narrow, e.summary, *e.keywords)]
+    return _page(sorted(events, key=_event_order), p)
 
 
 def _profiles(ctx: MemoryContext, p: ReadPayload, space: str) -> Page[Profile]:
-    return _page(sorted(ctx.index(p.tenant, space).profiles.items(), key=lambda r: r.id), p)
+    """Profiles by person, then when each first held, narrowed by `p.narrow`."""
+    profiles = _chosen(ctx.index(p.tenant, space).profiles, p.narrow, "profiles")
+    if p.narrow is not None:
+        profiles = [r for r in profiles if _has_words(p.narrow, *_profile_texts(r))]
+    return _page(sorted(profiles, key=_profile_order), p)
+
+
+def fact_sessions(fact: Fact) -> set[str]:
+    """The sessions a fact came from: the one that first stated it, and those that repeated
+    or updated it."""
+    return {fact.source.session_id, *(s.session_id for s in fact.also_from)}
+
+
+def _chosen(items: KindIndex[Record], narrow: ListingFilter | None, kind: str) -> list[Record]:
+    """The items `narrow.ids` names (those stored), or all; a filter the listing of `kind`
+    does not take is refused by name."""
+    if narrow is None:
+        return items.items()
+    narrow.check_listing(kind)
+    if narrow.ids is None:
+        return items.items()
+    return [items.get(i) for i in dict.fromkeys(narrow.ids) if i in items]
+
+
+def _has_words(narrow: ListingFilter, *texts: str) -> bool:
+    """Whether every word of the filter's text is in one of `texts` (case ignored)."""
+    haystack = "\n".join(texts).casefold()
+    return all(word in haystack for word in narrow.words)
+
+
+def _profile_order(profile: Profile) -> tuple[str, date, str]:
+    """By person, then when each first held."""
+    first = min([profile.t_from, *(v.t_from for v in profile.history)])
+    return (profile.person, first, profile.id)
+
+
+def _profile_texts(profile: Profile) -> list[str]:
+    """What a text filter reads of a profile: its person, keywords and every version."""
+    return [
+        profile.person,
+        profile.content,
+        *profile.keywords,
+        *(v.content for v in profile.history),
+    ]
+
+
+def _event_order(event: Event) -> tuple[bool, date, str]:
+    span = event.time_span
+    return (span is None, date.max if span is None else span.start, event.id)
 
 
 READERS: dict[ReadWhat, Reader] = {

@@ -255,6 +255,56 @@ class SearchFilters(Strict):
         )
 
 
+ItemId = Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class ListingFilter(Strict):
+    """Which items a listing of facts, events or profiles returns (every filter set must
+    hold): a text's words, the sessions a fact came from, the events it belongs to, ids."""
+
+    text: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="every word of it appears in the item's text (case ignored): a fact's "
+        "text, an event's summary or keywords, a profile's person, keywords or the content "
+        "of any of its versions",
+    )
+    session_ids: list[ItemId] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=100,
+        description="facts these sessions produced, updated or repeated",
+    )
+    event_ids: list[ItemId] | None = Field(
+        default=None, min_length=1, max_length=100, description="facts of these events"
+    )
+    ids: list[ItemId] | None = Field(
+        default=None, min_length=1, max_length=200, description="only these items"
+    )
+
+    @field_validator("text")
+    @classmethod
+    def _has_words(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("give a word to look for, or leave it out")
+        return value
+
+    def check_listing(self, kind: str) -> None:
+        """Refuse the filters only a listing of facts takes for another listing."""
+        for name in ("session_ids", "event_ids"):
+            if kind != "facts" and getattr(self, name) is not None:
+                raise InvalidInput(f"{name}: only a listing of facts takes it, not of {kind}")
+
+    @property
+    def words(self) -> list[str]:
+        return [] if self.text is None else self.text.casefold().split()
+
+    @property
+    def empty(self) -> bool:
+        return all(v is None for v in (self.text, self.session_ids, self.event_ids, self.ids))
+
+
 class Question(Strict):
     """A question and how recall should read memory for it (search, ask and context)."""
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from common.models.api import SearchFilters
+from common.models.api import ListingFilter, SearchFilters
 from common.models.query import RecallMode
 from common.models.session import SessionInput
 
@@ -110,6 +110,7 @@ class ReadPayload(TaskPayload):
     item_id: str | None = None
     limit: int = Field(default=100, ge=1, le=1000)
     offset: int = Field(default=0, ge=0)
+    narrow: ListingFilter | None = None  # a listing's filter (facts, events, profiles)
 
 
 # `rebuild_from`: `space` is the rebuild's target (the lock held), `item_id` its source.

@@ -8,7 +8,7 @@ from typing import Any, Protocol, cast
 
 import redis
 
-from common.models.jobs import FINISHED, Job
+from common.models.jobs import FINISHED, Job, JobState
 from common.observability import metrics
 from common.store import keys
 from common.store.coordination.journal import Journal
@@ -49,8 +49,16 @@ class JobStore(Protocol):
         nothing can send it again, and a task still holding it sees it gone."""
         ...
 
-    def recent_jobs(self, tenant: str, space: str | None, limit: int) -> list[Job]:
-        """The tenant's newest jobs (of one space, when given), newest first."""
+    def recent_jobs(
+        self,
+        tenant: str,
+        space: str | None,
+        limit: int,
+        state: JobState | None = None,
+        offset: int = 0,
+    ) -> list[Job]:
+        """The tenant's newest jobs (of one space, in one state, when given), newest first,
+        after skipping the `offset` newest of them."""
         ...
 
     def touch(self, tenant: str, job_ids: list[str]) -> None:
@@ -278,11 +286,18 @@ class RedisJobs:
                 except redis.WatchError:
                     continue
 
-    def recent_jobs(self, tenant: str, space: str | None, limit: int) -> list[Job]:
+    def recent_jobs(
+        self,
+        tenant: str,
+        space: str | None,
+        limit: int,
+        state: JobState | None = None,
+        offset: int = 0,
+    ) -> list[Job]:
         out: list[Job] = []
         seen: set[str] = set()  # a job created while paging shifts the ranks by one
-        at, batch = 0, max(limit, 100)
-        while len(out) < limit:
+        at, batch = 0, max(limit + offset, 100)
+        while len(out) < limit + offset:
             ids = [str(j) for j in self._r.zrevrange(keys.recent_jobs(tenant), at, at + batch - 1)]
             if not ids:
                 break
@@ -294,11 +309,15 @@ class RedisJobs:
                 at -= len(expired)
             for raw in raws:
                 job = Job.model_validate_json(raw) if raw else None
-                if job is None or job.job_id in seen or space not in (None, job.space):
+                if job is None or job.job_id in seen or not _chosen(job, space, state):
                     continue
                 seen.add(job.job_id)
                 out.append(job)
-        return out[:limit]
+        return out[offset : offset + limit]
+
+
+def _chosen(job: Job, space: str | None, state: JobState | None) -> bool:
+    return space in (None, job.space) and state in (None, job.state)
 
 
 _IN_BATCH = 500  # ids per SQLite `IN (...)`, well under its limit on bound parameters
@@ -406,13 +425,20 @@ class SqliteJobs:
         if job.state not in FINISHED:
             metrics.job_ended("cancelled", job.created_at)
 
-    def recent_jobs(self, tenant: str, space: str | None, limit: int) -> list[Job]:
+    def recent_jobs(
+        self,
+        tenant: str,
+        space: str | None,
+        limit: int,
+        state: JobState | None = None,
+        offset: int = 0,
+    ) -> list[Job]:
         jobs = [
             Job.model_validate_json(r[0])
             for r in self._j.rows("SELECT body FROM jobs WHERE tenant=?", tenant)
         ]
-        jobs = [j for j in jobs if space is None or j.space == space]
-        return sorted(jobs, key=lambda j: (-j.created_at, j.job_id))[:limit]
+        jobs = [j for j in jobs if _chosen(j, space, state)]
+        return sorted(jobs, key=lambda j: (-j.created_at, j.job_id))[offset : offset + limit]
 
     def touch(self, tenant: str, job_ids: list[str]) -> None:
         for job_id in job_ids:

@@ -5,6 +5,7 @@ const KEY = "atommem.inspector.key";
 // The page is served at <api>/ui/, so the API is one level up (also behind a path prefix).
 const BASE = new URL("..", document.baseURI);
 const PAGE_LIMIT = 1000;
+const ID_BATCH = 100; // ids per request: the query stays well inside a URL's length
 
 export class ApiError extends Error {
   constructor(status, detail) {
@@ -82,19 +83,35 @@ export async function request(method, path, { body, key } = {}) {
 
 export const get = (path) => request("GET", path);
 
-/** Every item of a paged listing (`total`, `offset`, `items`), a page at a time. */
-export async function all(path) {
+/** `path` with a query: each value set (an array as the parameter repeated). */
+export function withQuery(path, params) {
+  const q = new URLSearchParams();
+  for (const [name, value] of Object.entries(params)) {
+    for (const v of Array.isArray(value) ? value : [value]) {
+      if (v !== null && v !== undefined && v !== "") q.append(name, String(v));
+    }
+  }
+  const text = q.toString();
+  return text ? `${path}${path.includes("?") ? "&" : "?"}${text}` : path;
+}
+
+/** Every item of a paged listing (`total`, `offset`, `items`) the filters in `params` let
+ * through, a page at a time: only for listings a filter keeps small. */
+export async function all(path, params = {}) {
   const items = [];
-  const sep = path.includes("?") ? "&" : "?";
   for (;;) {
-    const page = await get(`${path}${sep}limit=${PAGE_LIMIT}&offset=${items.length}`);
+    const page = await get(withQuery(path, { ...params, limit: PAGE_LIMIT, offset: items.length }));
     items.push(...page.items);
     if (page.items.length === 0 || items.length >= page.total) return items;
   }
 }
 
-/** The space's facts by id. */
-export async function factsById(name) {
-  const facts = await all(space(name, "facts"));
-  return new Map(facts.map((f) => [f.id, f]));
+/** The facts with these ids (those still stored), by id: the listing's `id` filter, in
+ * batches it takes. */
+export async function factsById(name, ids) {
+  const unique = [...new Set(ids)];
+  const batches = [];
+  for (let i = 0; i < unique.length; i += ID_BATCH) batches.push(unique.slice(i, i + ID_BATCH));
+  const found = await Promise.all(batches.map((id) => all(space(name, "facts"), { id })));
+  return new Map(found.flat().map((f) => [f.id, f]));
 }

@@ -5,6 +5,7 @@ import { ApiError, clearKey, get, getKey, request, setKey, space } from "./api.j
 import { errorBox, h, href, plural } from "./dom.js";
 import { erase } from "./erase.js";
 import { events } from "./events.js";
+import { facts } from "./facts.js";
 import { overview } from "./overview.js";
 import { profiles } from "./profiles.js";
 import { search } from "./search.js";
@@ -12,6 +13,7 @@ import { timeline } from "./timeline.js";
 
 const TABS = [
   ["timeline", "Timeline", timeline],
+  ["facts", "Facts", facts],
   ["events", "Events", events],
   ["profiles", "Profiles", profiles],
   ["search", "Search", search],

@@ -104,3 +104,44 @@ export function num(x, digits = 3) {
 export function plural(n, one, many = `${one}s`) {
   return `${n} ${n === 1 ? one : many}`;
 }
+
+/** Links to the pages before and after the one shown (`link(offset)` makes each), with
+ * where this page lies: "events 26–50 of 1796". */
+export function pager(offset, shown, total, size, link, noun) {
+  return h(
+    "nav",
+    { class: "pager", "aria-label": `pages of ${noun}` },
+    offset > 0 ? h("a", { href: link(Math.max(0, offset - size)), rel: "prev" }, "← earlier") : null,
+    h(
+      "span",
+      { class: "muted" },
+      shown ? `${noun} ${offset + 1}–${offset + shown} of ${total}` : `${total} ${noun}`,
+    ),
+    offset + shown < total ? h("a", { href: link(offset + size), rel: "next" }, "later →") : null,
+  );
+}
+
+/** A one-field filter form: `onFilter(text)` gets the trimmed text on submit. */
+export function filterForm(id, label, value, onFilter) {
+  const input = h("input", {
+    id,
+    name: "text",
+    type: "search",
+    value,
+    placeholder: "words…",
+    autocomplete: "off",
+    maxlength: 200,
+  });
+  const form = h(
+    "form",
+    { class: "inline-form filter", role: "search" },
+    h("label", { for: id }, label),
+    input,
+    h("button", { type: "submit" }, "Filter"),
+  );
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    onFilter(input.value.trim());
+  });
+  return form;
+}

@@ -1,8 +1,12 @@
 // The start page: the tenant's spaces with their counts, and its recent jobs (state, reason,
 // counts), newest first.
 
-import { get, seg } from "./api.js";
-import { badge, empty, epoch, h, href, section } from "./dom.js";
+import { get, withQuery } from "./api.js";
+import { badge, empty, epoch, errorBox, h, href, section } from "./dom.js";
+
+const JOBS_PAGE = 50;
+const REFRESH_MS = 3000;
+const STATES = ["queued", "extracting", "committing", "profiling", "done", "failed"];
 
 // The counts a job table shows in columns; the rest are one click away.
 const JOB_COUNTS = [
@@ -122,10 +126,51 @@ export function jobsTable(jobs, { showSpace = true } = {}) {
   );
 }
 
+/** The jobs table, read again every few seconds while it is on the page. */
+function liveJobs(params) {
+  const body = h("div", { class: "section-body" }, h("p", { class: "muted" }, "Loading…"));
+  const stamp = h("p", { class: "muted small live", "aria-live": "off" });
+  const el = h("section", { class: "card", id: "jobs" }, stamp, body);
+  const link = (at) => href([], { ...params, offset: at });
+  async function tick() {
+    try {
+      const reply = await get(withQuery("v1/jobs", { ...params, limit: JOBS_PAGE }));
+      const newer = params.offset > 0;
+      const older = reply.items.length === JOBS_PAGE;
+      body.replaceChildren(
+        jobsTable(reply.items),
+        newer || older
+          ? h(
+              "nav",
+              { class: "pager", "aria-label": "pages of jobs" },
+              newer ? h("a", { href: link(Math.max(0, params.offset - JOBS_PAGE)) }, "← newer") : null,
+              older ? h("a", { href: link(params.offset + JOBS_PAGE) }, "older →") : null,
+            )
+          : null,
+      );
+      stamp.textContent = `live: read ${new Date().toISOString().slice(11, 19)} UTC`;
+    } catch (err) {
+      body.replaceChildren(errorBox(err));
+    }
+    // Only while the table is shown: leaving the page (or signing out) stops the reads.
+    if (el.isConnected) setTimeout(tick, REFRESH_MS);
+  }
+  tick();
+  return el;
+}
+
 export async function overview({ query }) {
   const only = query.get("space") || "";
+  const state = STATES.includes(query.get("state")) ? query.get("state") : "";
+  const offset = Math.max(0, Number.parseInt(query.get("offset") || "0", 10) || 0);
   const spaces = get("v1/spaces");
-  const jobs = get(`v1/jobs?limit=50${only ? `&space=${seg(only)}` : ""}`);
+  const stateIn = h(
+    "select",
+    { id: "job-state", name: "state" },
+    h("option", { value: "" }, "any state"),
+    STATES.map((st) => h("option", { value: st }, st)),
+  );
+  stateIn.value = state;
   const filter = h(
     "form",
     { class: "inline-form" },
@@ -137,23 +182,21 @@ export async function overview({ query }) {
       placeholder: "all spaces",
       size: 16,
     }),
+    h("label", { for: "job-state" }, "State"),
+    stateIn,
     h("button", { type: "submit" }, "Filter"),
   );
   filter.addEventListener("submit", (event) => {
     event.preventDefault();
-    location.hash = href([], { space: filter.elements.space.value.trim() });
+    location.hash = href([], { space: filter.elements.space.value.trim(), state: stateIn.value });
   });
+  const title = [state ? `${state} jobs` : "Recent jobs", only ? ` in ${only}` : ""].join("");
   return h(
     "div",
     { class: "overview" },
     h("h1", {}, "Spaces"),
     section(null, spaces, spacesTable, { class: "card", id: "spaces" }),
-    h(
-      "div",
-      { class: "row-between" },
-      h("h1", {}, only ? `Recent jobs in ${only}` : "Recent jobs"),
-      filter,
-    ),
-    section(null, jobs, (reply) => jobsTable(reply.items), { class: "card", id: "jobs" }),
+    h("div", { class: "row-between" }, h("h1", {}, title), filter),
+    liveJobs({ space: only, state, offset }),
   );
 }

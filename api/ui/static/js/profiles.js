@@ -2,14 +2,16 @@
 // and evidence, and "what did we believe about X on day D?" answered by highlighting the
 // version valid on D.
 
-import { all, space } from "./api.js";
-import { chip, empty, h, href, s } from "./dom.js";
+import { factsById, get, space, withQuery } from "./api.js";
+import { chip, empty, errorBox, filterForm, h, href, pager, s } from "./dom.js";
 
 const DAY_MS = 86_400_000;
 const W = 1000;
+const PAGE = 20; // profiles a page
+const SHOWN_VERSIONS = 4; // the newest versions of a profile shown at once
+const ANSWER_LIMIT = 100; // profiles in force listed for a day
 
 const day = (iso) => Date.parse(`${iso}T00:00:00Z`) / DAY_MS;
-const iso = (d) => new Date(d * DAY_MS).toISOString().slice(0, 10);
 
 /** The version valid on `date` (YYYY-MM-DD): the current one from t_from on, else the
  * earlier version with t_from ≤ date < t_to (Profile.version_at). */
@@ -177,7 +179,11 @@ function versionItem(v, i, facts, valid, date) {
 
 function profileCard(profile, facts, scale, date) {
   const valid = date ? versionAt(profile, date) : null;
-  const versions = versionsOf(profile);
+  const items = versionsOf(profile).map((v, i) => versionItem(v, i, facts, valid, date));
+  // A long-lived trait keeps many versions: the newest show, the earlier fold away (open
+  // when the version valid on the day asked about is among them).
+  const folded = items.slice(0, Math.max(0, items.length - SHOWN_VERSIONS));
+  const shown = items.slice(folded.length);
   return h(
     "article",
     {
@@ -186,57 +192,64 @@ function profileCard(profile, facts, scale, date) {
     },
     h("h3", {}, profile.content),
     strip(profile, scale, date, valid),
-    h(
-      "ol",
-      { class: "versions" },
-      versions.map((v, i) => versionItem(v, i, facts, valid, date)),
-    ),
+    folded.length
+      ? h(
+          "details",
+          { class: "earlier-versions", open: folded.some((li) => li.matches(".valid")) },
+          h("summary", {}, `${folded.length} earlier versions`),
+          h("ol", { class: "versions" }, folded),
+        )
+      : null,
+    h("ol", { class: "versions", start: folded.length + 1 }, shown),
   );
 }
 
-function answer(byPerson, date) {
-  const rows = [];
-  for (const [person, list] of byPerson) {
-    for (const p of list) {
-      const v = versionAt(p, date);
-      if (v)
-        rows.push(
-          h(
-            "li",
-            {},
-            h("b", {}, person),
-            ": ",
-            v.content,
-            h("span", { class: "muted small" }, ` (${v.t_from} → ${v.current ? "open" : v.t_to})`),
-          ),
-        );
-    }
-  }
+function answer(found, date) {
   return h(
     "div",
     { class: "card answer", id: "believed" },
     h("h2", {}, `What we believed on ${date}`),
-    rows.length ? h("ul", {}, rows) : empty("Nothing was known yet on that day."),
+    found.total
+      ? h(
+          "ul",
+          {},
+          found.items.map((p) =>
+            h(
+              "li",
+              {},
+              h("b", {}, p.person),
+              ": ",
+              p.content,
+              h("span", { class: "muted small" }, ` (since ${p.t_from})`),
+            ),
+          ),
+        )
+      : empty("Nothing was known yet on that day."),
+    found.total > found.items.length
+      ? h("p", { class: "muted small" }, `and ${found.total - found.items.length} more`)
+      : null,
   );
 }
 
-export async function profiles({ space: name, query }) {
-  const [items, factList] = await Promise.all([
-    all(space(name, "profiles")),
-    all(space(name, "facts")),
-  ]);
-  if (items.length === 0) return empty("No profiles in this space.");
-  const facts = new Map(factList.map((f) => [f.id, f]));
-  const persons = [...new Set(items.map((p) => p.person))].sort();
-  const root = h("div", { class: "profiles" });
+export async function profiles({ space: name, info, query }) {
+  const offset = Math.max(0, Number.parseInt(query.get("offset") || "0", 10) || 0);
+  const text = (query.get("text") || "").trim();
+  const who = query.get("person") || "";
+  const listing = { person: who, text };
+  // by person, then when each first held (the server's order)
+  const page = await get(withQuery(space(name, "profiles"), { ...listing, limit: PAGE, offset }));
+  const cited = page.items.flatMap((p) => versionsOf(p).flatMap((v) => v.evidence_fact_ids));
+  const facts = await factsById(name, cited);
+
+  const persons = [...new Set([...info.participants, ...(who ? [who] : [])])].sort();
   const person = h(
     "select",
     { id: "person", name: "person" },
     h("option", { value: "" }, "everyone"),
     persons.map((p) => h("option", { value: p }, p)),
   );
+  person.value = who;
   const date = h("input", { id: "date", name: "date", type: "date" });
-  person.value = persons.includes(query.get("person")) ? query.get("person") : "";
   date.value = /^\d{4}-\d{2}-\d{2}$/.test(query.get("date") || "") ? query.get("date") : "";
   const controls = h(
     "form",
@@ -247,35 +260,60 @@ export async function profiles({ space: name, query }) {
     date,
     h("button", { type: "button", class: "secondary", id: "clear-date" }, "clear"),
   );
+  const link = (at, changes = {}) =>
+    href(["spaces", name, "profiles"], {
+      person: person.value,
+      date: date.value,
+      text,
+      offset: at,
+      ...changes,
+    });
+  const believed = h("div", { class: "believed-slot" });
   const body = h("div", { class: "profile-body" });
+  let asked = 0;
+
+  async function believe(when) {
+    const mine = ++asked;
+    if (!when) {
+      believed.replaceChildren();
+      return;
+    }
+    const params = { ...listing, as_of: when, limit: ANSWER_LIMIT };
+    let node;
+    try {
+      node = answer(await get(withQuery(space(name, "profiles"), params)), when);
+    } catch (err) {
+      node = errorBox(err);
+    }
+    if (mine === asked) believed.replaceChildren(node);
+  }
 
   function draw() {
     const when = date.value || "";
-    const chosen = items.filter((p) => !person.value || p.person === person.value);
     const byPerson = new Map();
-    for (const p of chosen)
+    for (const p of page.items)
       (byPerson.get(p.person) ?? byPerson.set(p.person, []).get(p.person)).push(p);
-    const scale = scaleFor(items, when);
+    const scale = page.items.length ? scaleFor(page.items, when) : null;
     const earliest = (p) => versionsOf(p)[0].t_from;
-    const sections = [...byPerson].map(([who, list]) =>
-      h(
-        "section",
-        { class: "person", dataset: { person: who } },
-        h("h2", {}, who, " ", h("span", { class: "count" }, list.length)),
-        h("div", { class: "axis-wrap" }, axis(scale, when)),
-        list
-          .sort((a, b) => earliest(a).localeCompare(earliest(b)))
-          .map((p) => profileCard(p, facts, scale, when)),
+    body.replaceChildren(
+      ...[...byPerson].map(([person, list]) =>
+        h(
+          "section",
+          { class: "person", dataset: { person } },
+          h("h2", {}, person, " ", h("span", { class: "count" }, list.length)),
+          h("div", { class: "axis-wrap" }, axis(scale, when)),
+          list
+            .sort((a, b) => earliest(a).localeCompare(earliest(b)))
+            .map((p) => profileCard(p, facts, scale, when)),
+        ),
       ),
     );
-    body.replaceChildren(...(when ? [answer(byPerson, when)] : []), ...sections);
-    history.replaceState(
-      null,
-      "",
-      href(["spaces", name, "profiles"], { person: person.value, date: when }),
-    );
+    history.replaceState(null, "", link(offset));
+    believe(when);
   }
-  person.addEventListener("change", draw);
+  person.addEventListener("change", () => {
+    location.hash = link(0);
+  });
   date.addEventListener("change", draw);
   date.addEventListener("input", draw);
   controls.addEventListener("submit", (e) => e.preventDefault());
@@ -284,6 +322,18 @@ export async function profiles({ space: name, query }) {
     draw();
   });
   draw();
-  root.append(controls, body);
-  return root;
+  const filter = filterForm("profiles-text", "Profiles holding", text, (value) => {
+    location.hash = link(0, { text: value });
+  });
+  const nav = () => pager(offset, page.items.length, page.total, PAGE, link, "profiles");
+  return h(
+    "div",
+    { class: "profiles" },
+    controls,
+    filter,
+    believed,
+    page.total === 0
+      ? empty(text || who ? "No profiles match." : "No profiles in this space.")
+      : [nav(), body, page.total > PAGE ? nav() : null],
+  );
 }

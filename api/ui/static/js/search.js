@@ -41,7 +41,7 @@ function stageList(stages) {
   );
 }
 
-function hitsList(hits, onHover) {
+function hitsList(hits, onHover, cited) {
   if (hits.length === 0) return empty("Nothing recalled.");
   return h(
     "ol",
@@ -49,12 +49,13 @@ function hitsList(hits, onHover) {
     hits.map((hit, i) => {
       const li = h(
         "li",
-        { class: "hit", dataset: { factId: hit.fact_id } },
+        { class: cited.has(hit.fact_id) ? "hit cited" : "hit", dataset: { factId: hit.fact_id } },
         h("span", { class: "rank-badge" }, String(i + 1)),
         h(
           "div",
           { class: "hit-body" },
           h("div", { class: "fact-text" }, hit.text),
+          cited.has(hit.fact_id) ? chip("cited by the answer", "cited-chip") : null,
           h(
             "div",
             { class: "muted small" },
@@ -105,6 +106,37 @@ function intentLine(intent) {
   );
 }
 
+/** What an answer cites, in words: the facts among the hits, the profile in force, the
+ * pending turns. */
+function citation(id, reply) {
+  if (id.startsWith("profile:")) {
+    const p = reply.profiles.find((x) => x.profile_id === id.slice("profile:".length));
+    return p ? `${p.person}: ${p.content} (since ${p.valid_from})` : id;
+  }
+  if (id.startsWith("pending:")) {
+    const t = reply.pending.find((x) => id === `pending:${x.session_id}:${x.turn_id}`);
+    return t ? `${t.speaker}: ${t.text} (not yet processed)` : id;
+  }
+  const hit = reply.hits.find((x) => x.fact_id === id);
+  return hit ? hit.text : id;
+}
+
+function answerCard(reply) {
+  return h(
+    "section",
+    { class: "card answer", id: "answer" },
+    h("h2", {}, "Answer"),
+    h("p", { class: "answer-text" }, reply.answer),
+    reply.answer_fact_ids.length
+      ? h(
+          "ol",
+          { class: "citations" },
+          reply.answer_fact_ids.map((id) => h("li", { dataset: { cites: id } }, citation(id, reply))),
+        )
+      : empty("It cites nothing: memory held no evidence for it."),
+  );
+}
+
 function results(reply) {
   const list = h("div", { class: "hits-wrap" });
   let graph = null;
@@ -112,7 +144,8 @@ function results(reply) {
     for (const li of list.querySelectorAll("li.hit"))
       li.classList.toggle("selected", li.dataset.factId === id);
   };
-  list.append(hitsList(reply.hits, (id) => graph && graph.select(id)));
+  const cited = new Set(reply.answer_fact_ids ?? []);
+  list.append(hitsList(reply.hits, (id) => graph && graph.select(id), cited));
   if (reply.graph) graph = recallGraph(reply.graph, mark);
   return h(
     "div",
@@ -122,10 +155,15 @@ function results(reply) {
       "div",
       { class: "result-grid" },
       h(
-        "section",
-        { class: "card", id: "hits" },
-        h("h2", {}, `Ranked facts (${reply.hits.length})`),
-        list,
+        "div",
+        { class: "evidence-column" },
+        "answer" in reply ? answerCard(reply) : null,
+        h(
+          "section",
+          { class: "card", id: "hits" },
+          h("h2", {}, `Ranked facts (${reply.hits.length})`),
+          list,
+        ),
       ),
       h(
         "section",
@@ -222,7 +260,12 @@ export async function search({ space: name, query }) {
     h("label", { for: "question", class: "wide" }, "Question", q),
     h("label", { for: "k" }, "k", kIn),
     h("label", { for: "mode" }, "mode", modeIn),
-    h("button", { type: "submit" }, "Search"),
+    h(
+      "div",
+      { class: "buttons" },
+      h("button", { type: "submit", id: "do-search", value: "search" }, "Search"),
+      h("button", { type: "submit", id: "do-ask", value: "ask", class: "secondary" }, "Ask"),
+    ),
   );
   form.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -230,14 +273,17 @@ export async function search({ space: name, query }) {
       q: q.value.trim(),
       k: kIn.value,
       mode: modeIn.value,
+      // Ask: the same recall, with the answer written from it beside its evidence
+      ask: event.submitter && event.submitter.value === "ask" ? 1 : null,
     });
   });
   const out = h("div", { class: "search-out" });
   if (question.trim()) {
     const body = { question, explain: true, mode };
     if (k) body.k = Number.parseInt(k, 10);
+    const route = query.get("ask") === "1" ? "ask" : "search";
     try {
-      out.append(results(await request("POST", space(name, "search"), { body })));
+      out.append(results(await request("POST", space(name, route), { body })));
     } catch (err) {
       out.append(errorBox(err));
     }

@@ -2,9 +2,10 @@
 // source turns, the facts it repeated (duplicates dropped), and the facts it updated.
 
 import { all, get, seg, space } from "./api.js";
-import { badge, chip, empty, h, href, plural, when } from "./dom.js";
+import { badge, chip, empty, h, href, pager, plural, when } from "./dom.js";
 
-const PAGE = 20;
+const PAGE = 10; // sessions a page
+const SHOWN = 8; // items of a block shown at once; the rest one click away
 
 /** What each session did, from the facts' provenance and history. */
 export function bySession(facts) {
@@ -84,7 +85,13 @@ function producedFact(name, fact, turns) {
           h("span", { class: "fact-now" }, fact.text),
         )
       : null,
-    turnQuotes(fact.source.turn_ids, turns),
+    // its source turns, one click away: a turn stating three facts is quoted once per fact
+    h(
+      "details",
+      { class: "source" },
+      h("summary", { class: "muted small" }, `said in ${fact.source.turn_ids.join(", ")}`),
+      turnQuotes(fact.source.turn_ids, turns),
+    ),
   );
 }
 
@@ -110,12 +117,21 @@ function repeatedFact(entry, turns) {
 }
 
 function block(title, count, cls, items, note) {
+  const rest = items.slice(SHOWN);
   return h(
     "div",
     { class: `block ${cls}` },
     h("h3", {}, title, " ", h("span", { class: "count" }, count)),
     note ? h("p", { class: "muted small" }, note) : null,
-    items.length ? h("ul", { class: "facts" }, items) : null,
+    items.length ? h("ul", { class: "facts" }, items.slice(0, SHOWN)) : null,
+    rest.length
+      ? h(
+          "details",
+          { class: "more" },
+          h("summary", {}, `${rest.length} more`),
+          h("ul", { class: "facts" }, rest),
+        )
+      : null,
   );
 }
 
@@ -206,43 +222,27 @@ function sessionCard(name, n, session, detail, did, job) {
 
 export async function timeline({ space: name, query }) {
   const offset = Math.max(0, Number.parseInt(query.get("offset") || "0", 10) || 0);
-  const [page, facts, jobs] = await Promise.all([
-    get(`${space(name, "sessions")}?limit=${PAGE}&offset=${offset}`),
-    all(space(name, "facts")),
-    // Jobs only add counts: a listing that fails leaves the timeline whole.
-    get(`v1/jobs?space=${seg(name)}&limit=50`).catch(() => ({ items: [] })),
-  ]);
+  const page = await get(`${space(name, "sessions")}?limit=${PAGE}&offset=${offset}`);
   if (page.total === 0) return empty("No sessions in this space yet.");
-  const details = await Promise.all(
-    page.items.map((s) => get(space(name, "sessions", s.session_id))),
-  );
-  const did = bySession(facts);
-  const jobById = new Map(jobs.items.map((j) => [j.job_id, j]));
-  // newest first: the reversed list leaves each session's newest job in the map
-  const jobBySession = new Map([...jobs.items].reverse().map((j) => [j.session_id, j]));
-  const pager = h(
-    "nav",
-    { class: "pager" },
-    offset > 0
-      ? h(
-          "a",
-          { href: href(["spaces", name, "timeline"], { offset: Math.max(0, offset - PAGE) }) },
-          "← earlier",
-        )
-      : null,
-    h(
-      "span",
-      { class: "muted" },
-      `sessions ${offset + 1}–${offset + page.items.length} of ${page.total}`,
+  const ids = page.items.map((s) => s.session_id);
+  const [details, facts, jobs] = await Promise.all([
+    Promise.all(ids.map((id) => get(space(name, "sessions", id)))),
+    // only the facts these sessions produced, updated or repeated
+    ids.length ? all(space(name, "facts"), { session_id: ids }) : [],
+    // Jobs only add counts (and expire): one that cannot be read leaves the card whole.
+    Promise.all(
+      page.items.map((s) =>
+        s.job_id ? get(`v1/jobs/${seg(s.job_id)}`).catch(() => null) : null,
+      ),
     ),
-    offset + page.items.length < page.total
-      ? h("a", { href: href(["spaces", name, "timeline"], { offset: offset + PAGE }) }, "later →")
-      : null,
-  );
+  ]);
+  const did = bySession(facts);
+  const link = (at) => href(["spaces", name, "timeline"], { offset: at });
+  const nav = () => pager(offset, page.items.length, page.total, PAGE, link, "sessions");
   return h(
     "div",
     { class: "timeline" },
-    pager,
+    nav(),
     page.items.map((s, i) =>
       sessionCard(
         name,
@@ -250,9 +250,9 @@ export async function timeline({ space: name, query }) {
         s,
         details[i],
         did,
-        jobById.get(s.job_id) ?? jobBySession.get(s.session_id),
+        jobs[i],
       ),
     ),
-    page.total > PAGE ? pager.cloneNode(true) : null,
+    page.total > PAGE ? nav() : null,
   );
 }
