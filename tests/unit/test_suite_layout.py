@@ -19,7 +19,7 @@ HOST, PORT = SHARED
 # A URL of the shared Redis that names a database (host 127.0.0.1 or localhost, port 6379).
 SHARED_URL = re.compile(rf"redis://(?:{re.escape(HOST)}|localhost)(?::{PORT})?/(\d+)")
 # Scripts that share code with the tests but are run by hand (`python -m tests.browser.shoot`).
-SCRIPTS = {"tests/browser/shoot.py"}
+SCRIPTS = {"tests/browser/shoot.py", "tests/browser/at_size.py"}
 
 
 def _modules() -> dict[str, Path]:
