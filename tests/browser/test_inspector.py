@@ -226,6 +226,44 @@ def test_search_shows_ranked_facts_stages_timings_and_the_recall_graph(
     assert "mode=flat" in page.url
 
 
+def test_ask_answers_beside_the_evidence_it_cites(stack: Stack, seeded: Seeded, page: Page) -> None:
+    sign_in(page, stack.url, seeded.key, then=f"#/spaces/{SPACE}/search")
+    page.fill("#question", "What did Tom adopt?")
+    page.click("#do-ask")
+    answer = page.locator("#answer")
+    expect(answer.locator(".answer-text")).to_contain_text("beagle")
+    assert "ask=1" in page.url
+    cited = page.locator("li.hit.cited")
+    expect(cited.first).to_be_visible()
+    # each fact the answer cites is marked among the ranked facts, and quoted beside it
+    quoted = answer.locator("ol.citations li").all_inner_texts()
+    for text in cited.locator(".fact-text").all_inner_texts():
+        assert text in quoted
+    expect(page.locator("#hits")).to_be_visible()
+
+    page.click("#do-search")  # the same question as a search: no answer
+    expect(page.locator("#answer")).to_have_count(0)
+    expect(page.locator("li.hit").first).to_be_visible()
+
+
+def test_the_facts_tab_filters_by_words(stack: Stack, seeded: Seeded, page: Page) -> None:
+    sign_in(page, stack.url, seeded.key, then=f"#/spaces/{SPACE}/facts")
+    every = len(facts(stack, seeded.key))
+    expect(page.locator("#view nav.pager").first).to_contain_text(f"of {every}")
+    page.fill("#facts-text", "priya LIVES")
+    page.click("form.filter button")
+    rows = page.locator("ol.facts li.fact")
+    expect(rows.first).to_contain_text("Priya lives")
+    for text in rows.locator(".fact-text").all_inner_texts():
+        assert "priya" in text.lower() and "lives" in text.lower()
+    # the fact s5 changed keeps its earlier text one click away
+    changed = page.locator("li.fact", has_text="Aurora")
+    expect(changed.locator("details.earlier del")).to_contain_text("Denver")
+    page.fill("#facts-text", "zeppelin")
+    page.click("form.filter button")
+    expect(page.locator("#view")).to_contain_text('No fact holds "zeppelin".')
+
+
 def test_markup_in_memory_renders_as_text(stack: Stack, seeded: Seeded, page: Page) -> None:
     sign_in(page, stack.url, seeded.key, then=f"#/spaces/{SPACE}/timeline")
     stated = page.locator('[data-session-id="s5"] .produced .fact-text')
