@@ -24,6 +24,7 @@ from common.models.api import (
     MAX_TURNS,
     SPACE_NAME,
     ContextBody,
+    ListingFilter,
     QueryBody,
     SearchFilters,
     SessionBody,
@@ -128,6 +129,15 @@ AsOf = Annotated[
 Limit = Annotated[int, Field(ge=1, le=1000, strict=True, description="how many items in this page")]
 Offset = Annotated[
     int, Field(ge=0, le=10_000_000, strict=True, description="how many items to skip")
+]
+Words = Annotated[
+    str | None,
+    Field(
+        min_length=1,
+        max_length=200,
+        description="only items holding every word of this (case ignored): a plain text "
+        "filter, not a search",
+    ),
 ]
 Wait = Annotated[
     bool,
@@ -434,17 +444,24 @@ def get_profile(
     return PersonProfile(space=space, person=theirs[0].person, as_of=as_of, profiles=states)
 
 
-def list_facts(ctx: Context, space: SpaceArg, limit: Limit = 50, offset: Offset = 0) -> Page[Fact]:
-    """A page of a space's facts in session order, each with its source turns and earlier
-    texts; `total` counts them all."""
-    return _memory(ctx).page(space, "facts", limit, offset)
+def list_facts(
+    ctx: Context, space: SpaceArg, limit: Limit = 50, offset: Offset = 0, text: Words = None
+) -> Page[Fact]:
+    """A page of a space's facts in session order (with `text`, only those holding every
+    word of it), each with its source turns and earlier texts; `total` counts them all."""
+    return _memory(ctx).page(space, "facts", limit, offset, _narrow(text))
 
 
 def list_events(
-    ctx: Context, space: SpaceArg, limit: Limit = 50, offset: Offset = 0
+    ctx: Context, space: SpaceArg, limit: Limit = 50, offset: Offset = 0, text: Words = None
 ) -> Page[Event]:
-    """A page of a space's events: facts grouped by the happening they describe."""
-    return _memory(ctx).page(space, "events", limit, offset)
+    """A page of a space's events in time order (with `text`, only those whose summary or
+    keywords hold every word of it): facts grouped by the happening they describe."""
+    return _memory(ctx).page(space, "events", limit, offset, _narrow(text))
+
+
+def _narrow(text: str | None) -> ListingFilter | None:
+    return None if text is None else ListingFilter(text=text)
 
 
 def fact_history(ctx: Context, space: SpaceArg, fact_id: ItemId) -> FactHistory:

@@ -163,6 +163,8 @@ def test_erased_fact_is_gone(served: tuple[Tools, Any]) -> None:
     tools, _ = served
     facts = tools.ok("list_facts", space="demo", limit=1000)
     (fact,) = [f for f in facts["items"] if "lopsided" in f["text"]]
+    found = tools.ok("list_facts", space="demo", text="LOPSIDED")
+    assert found["total"] == 1 and found["items"][0]["id"] == fact["id"]
     history = tools.ok("fact_history", space="demo", fact_id=fact["id"])
     assert history["provenance"][0]["turn_ids"] == ["s1:2"]
     erased = tools.ok("erase_fact", space="demo", fact_id=fact["id"])
