@@ -77,6 +77,16 @@ def _correct(ctx: MemoryContext, fact_id: str, text: str, reason: str | None = N
     return correct_fact(ctx, "t", "s", fact_id, correction, AT)
 
 
+def _script(
+    ctx: MemoryContext, text: str, vector: np.ndarray, verdict: VerifyDecision | None = None
+) -> None:
+    """The encoder's vector for `text` and, when given, the verifier's verdict on it."""
+    assert isinstance(ctx.embedder, TableEncoder) and isinstance(ctx.backend, ScriptedBackend)
+    ctx.embedder.table[text] = vector
+    if verdict is not None:
+        ctx.backend.verdicts[text] = verdict
+
+
 def _stored(ctx: MemoryContext, kind: Kind) -> str:
     return json.dumps([p.payload for p in ctx.store.scroll(kind, "t", "s")])
 
@@ -141,14 +151,15 @@ def test_an_unknown_or_erased_fact_is_not_found(tmp_path: Path) -> None:
 def test_a_correction_that_repeats_another_fact_is_refused(tmp_path: Path) -> None:
     ctx = _space(tmp_path)
     home = _fact(ctx, BOSTON)
-    ctx.embedder.table["Ann bought some paint brushes."] = VECTORS[BRUSHES]  # type: ignore[attr-defined]
+    _script(ctx, "Ann bought some paint brushes.", VECTORS[BRUSHES])
     with pytest.raises(Conflict, match="already holds") as refused:
         _correct(ctx, home.id, "Ann bought some paint brushes.")
     assert _fact(ctx, BRUSHES).id in str(refused.value)
     assert ctx.index("t", "s").facts.get(home.id).text == BOSTON
     # the verifier finding it said already is a refusal too
-    ctx.embedder.table["Ann has brushes for painting."] = unit(0.5, 0, 0.8, 0.3)  # type: ignore[attr-defined]
-    ctx.backend.verdicts["Ann has brushes for painting."] = VerifyDecision(store=False)  # type: ignore[attr-defined]
+    _script(
+        ctx, "Ann has brushes for painting.", unit(0.5, 0, 0.8, 0.3), VerifyDecision(store=False)
+    )
     with pytest.raises(Conflict):
         _correct(ctx, home.id, "Ann has brushes for painting.")
     assert ctx.index("t", "s").facts.get(home.id).history == []
@@ -158,10 +169,8 @@ def test_facts_the_verifier_finds_superseded_are_named_and_left_alone(tmp_path: 
     ctx = _space(tmp_path)
     brushes = _fact(ctx, BRUSHES)
     text = "Ann bought new paint brushes and sold the old ones."
-    ctx.embedder.table[text] = unit(0.6, 0, 0.75, 0.3)  # type: ignore[attr-defined]
-    ctx.backend.verdicts[text] = VerifyDecision(  # type: ignore[attr-defined]
-        store=False, updates=[FactUpdate(fact_id=brushes.id, text=text)]
-    )
+    verdict = VerifyDecision(store=False, updates=[FactUpdate(fact_id=brushes.id, text=text)])
+    _script(ctx, text, unit(0.6, 0, 0.75, 0.3), verdict)
     receipt = _correct(ctx, _fact(ctx, BOSTON).id, text)
     assert receipt.changed and receipt.superseded == [brushes.id]
     assert ctx.index("t", "s").facts.get(brushes.id).text == BRUSHES
@@ -196,10 +205,8 @@ def test_erasing_a_session_keeps_a_correction_made_after_it(tmp_path: Path) -> N
     ctx = _space(tmp_path)
     home = _fact(ctx, BOSTON)
     denver = "Ann lives in Denver."
-    ctx.embedder.table[denver] = unit(0.8, 0.6, 0, 0)  # type: ignore[attr-defined]
-    ctx.backend.verdicts[denver] = VerifyDecision(  # type: ignore[attr-defined]
-        store=False, updates=[FactUpdate(fact_id=home.id, text=denver)]
-    )
+    verdict = VerifyDecision(store=False, updates=[FactUpdate(fact_id=home.id, text=denver)])
+    _script(ctx, denver, unit(0.8, 0.6, 0, 0), verdict)
     _commit(ctx, session_record("s1", 1, datetime(2024, 6, 1), ["Ann"]), [denver])
     _correct(ctx, home.id, BOULDER, reason="typo")
     assert [r.replaced_by_session for r in ctx.index("t", "s").facts.get(home.id).history] == [
