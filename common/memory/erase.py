@@ -3,14 +3,14 @@
 What a fact or session left behind is found by reference, not by replaying history. A
 session's wording goes from every fact it stated or updated (a fact keeps the states other
 sessions or corrections wrote; one with none left, or with no session left behind it, is
-deleted). Whatever was derived from an erased fact, or
-from a fact whose erased wording was rewritten away, is rebuilt: its events are re-summarised
-afresh from their remaining members (an event left empty is deleted), and each profile version
-citing it is rebuilt from its other evidence or dropped (a profile whose current version goes
-falls back to its latest remaining one, or is deleted), while a rewritten fact a profile cited
-goes through the profile batch again under its surviving text. Every step is computed from
-what is stored, and derived records are deleted before facts are rewritten, so re-running an
-interrupted erasure finishes it.
+deleted). Whatever was derived from an erased fact, or from a fact whose erased wording was
+rewritten away, is rebuilt: its events are re-summarised afresh from their remaining members
+(an event left empty is deleted), and each profile version citing it is rebuilt from its
+other evidence or dropped (a profile whose current version goes falls back to its latest
+remaining one, or is deleted), while a rewritten fact a profile cited goes through the
+profile batch again under its surviving text. Every step is computed from what is stored,
+and derived records are deleted before facts are rewritten, so re-running an interrupted
+erasure finishes it.
 """
 
 from __future__ import annotations
