@@ -10,6 +10,7 @@
     mem.ask("alice", "Where does Priya live?").answer
     facts = mem.get_all("alice")               # every Fact (or kind="events"/"profiles")
     mem.history("alice", facts[0].id); mem.delete("alice", fact_id=facts[0].id)
+    mem.correct_fact("alice", facts[1].id, "Priya lives in Boulder.", reason="misheard")
     mem.sessions("alice"); mem.jobs("alice")  # stored sessions in order; newest jobs
 
 Replies are the server's pydantic models (`Job`, `SearchResponse`, `Fact`, `Space`, ...).
@@ -43,6 +44,7 @@ from common.models.query import CONTEXT_TOKENS, AskResponse, ContextResponse, Se
 from common.models.responses import (
     PAGES,
     RECORDS,
+    CorrectionReceipt,
     ErasureReceipt,
     FactHistory,
     JobList,
@@ -291,6 +293,11 @@ class Calls:
         if session_id is not None and fact_id is None:
             return Call("DELETE", path("spaces", space, "sessions", session_id))
         raise ValueError("delete one thing: fact_id=... or session_id=...")
+
+    @staticmethod
+    def correct_fact(space: str, fact_id: str, text: str, reason: str | None) -> Call:
+        body = {"text": text} | ({"reason": reason} if reason is not None else {})
+        return Call("PATCH", path("spaces", space, "facts", fact_id), json=body)
 
 
 class _Waiting:
@@ -568,6 +575,14 @@ class AtomMem:
         """Erase a fact, or a session's contribution; returns what was removed."""
         return ErasureReceipt.model_validate(self._do(Calls.delete(space, fact_id, session_id)))
 
+    def correct_fact(
+        self, space: str, fact_id: str, text: str, reason: str | None = None
+    ) -> CorrectionReceipt:
+        """Rewrite a fact's text, verified against the space; its old text stays in its
+        history. `ConflictError` when another fact already says it."""
+        reply = self._do(Calls.correct_fact(space, fact_id, text, reason))
+        return CorrectionReceipt.model_validate(reply)
+
 
 class AsyncAtomMem:
     """The same verbs as coroutines."""
@@ -772,3 +787,9 @@ class AsyncAtomMem:
     ) -> ErasureReceipt:
         erased = await self._do(Calls.delete(space, fact_id, session_id))
         return ErasureReceipt.model_validate(erased)
+
+    async def correct_fact(
+        self, space: str, fact_id: str, text: str, reason: str | None = None
+    ) -> CorrectionReceipt:
+        reply = await self._do(Calls.correct_fact(space, fact_id, text, reason))
+        return CorrectionReceipt.model_validate(reply)

@@ -39,7 +39,8 @@ WHY = {
     "manages no tenants",
     404: "Nothing of that name or id for this key (another tenant's is a 404 too)",
     409: "It clashes with the current state: the name is taken, the session was submitted "
-    "before with other content, or its ingest is still running",
+    "before with other content, its ingest is still running, or a fact is corrected to what "
+    "another fact already says",
     413: "The body is over `api.max_body_bytes`",
     422: "The request breaks the schema or a rule the schema cannot state; the detail names "
     "each field and what is wrong with it, separated by '; '",

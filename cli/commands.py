@@ -197,6 +197,14 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_correct(args: argparse.Namespace) -> int:
+    """Correct a fact's text; prints the receipt (the fact as it now reads, what was
+    rebuilt)."""
+    receipt = memory(args).correct_fact(args.space, args.fact, args.text, args.reason)
+    print(receipt.model_dump_json(indent=2))
+    return 0
+
+
 def cmd_profile_batch(args: argparse.Namespace) -> int:
     """Run a space's profile batch now."""
     local(args).flush_profiles(args.space)

@@ -31,6 +31,7 @@ cmd_bench_locomo = command("cli.bench", "cmd_bench_locomo")
 cmd_bench_report = command("cli.bench", "cmd_bench_report")
 cmd_bench_scale = command("cli.bench", "cmd_bench_scale")
 cmd_ask = command("cli.commands", "cmd_ask")
+cmd_correct = command("cli.commands", "cmd_correct")
 cmd_delete = command("cli.commands", "cmd_delete")
 cmd_events = command("cli.commands", "cmd_events")
 cmd_facts = command("cli.commands", "cmd_facts")
@@ -111,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _query_and_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """search, ask, profile-batch, stats, space, job, delete."""
+    """search, ask, profile-batch, stats, space, job, delete, correct."""
     p = sub.add_parser("search", help="ranked facts for a question (query queue)")
     p.add_argument("--space", required=True)
     p.add_argument("--k", type=int, default=None)
@@ -147,6 +148,13 @@ def _query_and_admin_commands(sub: argparse._SubParsersAction[argparse.ArgumentP
     target.add_argument("--session", help="a session id: its contribution to the space")
     target.add_argument("--everything", action="store_true", help="the space itself")
     p.set_defaults(func=cmd_delete)
+
+    p = sub.add_parser("correct", help="correct a fact's text (verified; the old text kept)")
+    p.add_argument("--space", required=True)
+    p.add_argument("--fact", required=True, help="a fact id")
+    p.add_argument("--reason", help="why, kept in the fact's history")
+    p.add_argument("text", help="the fact as it should read")
+    p.set_defaults(func=cmd_correct)
 
 
 def _space_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -15,7 +15,10 @@ def print_fact(fact: Fact) -> None:
     turns = ",".join(fact.all_turn_ids())
     print(f"- {fact.text}{when}  ({turns}; {', '.join(fact.keywords)})")
     for rev in fact.history:
-        print(f"    was: {rev.text} (replaced in {rev.replaced_by_session})")
+        by = f"replaced in {rev.replaced_by_session}"
+        if rev.correction is not None:
+            by = f"corrected {rev.correction.at:%Y-%m-%d}: {rev.correction.reason or 'no reason'}"
+        print(f"    was: {rev.text} ({by})")
 
 
 def print_event(event: Event, facts: Mapping[str, Fact]) -> None:

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from common.celery_config import send_payload
 from common.errors import Conflict, NotFound, SessionConflict, raise_failure
 from common.models import ids
-from common.models.api import ListingFilter, SearchFilters
+from common.models.api import FactCorrection, ListingFilter, SearchFilters
 from common.models.jobs import (
     AcceptPayload,
     AdminOp,
@@ -31,6 +31,7 @@ from common.models.query import AskResponse, SearchResponse
 from common.models.replies import ONE, REPLIES, Erasure
 from common.models.responses import (
     RECORDS,
+    CorrectionReceipt,
     ErasureReceipt,
     JobList,
     Kind,
@@ -331,6 +332,15 @@ class Producer:
         """Erase a fact, a session's contribution or the whole space; what was removed."""
         return self._admin(tenant, space, op, item_id, timeout, ErasureReceipt)
 
+    def correct(
+        self, tenant: str, space: str, fact_id: str, correction: FactCorrection,
+        timeout: float = ADMIN_S,
+    ) -> CorrectionReceipt:  # fmt: skip
+        """Rewrite a fact's text, verified against the space; what changed."""
+        return self._admin(
+            tenant, space, "correct_fact", fact_id, timeout, CorrectionReceipt, correction
+        )
+
     def rebuild(self, tenant: str, source: str, into: str, timeout: float = ADMIN_S) -> list[Job]:
         """Re-run the stored sessions of `source` into `into` (created when missing) as
         ordinary jobs, planned by one admin task under the target's lock."""
@@ -372,8 +382,12 @@ class Producer:
         item_id: str | None,
         timeout: float,
         model: type[Reply],
+        correction: FactCorrection | None = None,
     ) -> Reply:
-        body = AdminPayload(enqueued_at=0.0, tenant=tenant, space=space, op=op, item_id=item_id)
+        body = AdminPayload(
+            enqueued_at=0.0, tenant=tenant, space=space, op=op, item_id=item_id,
+            correction=correction,
+        )  # fmt: skip
         return self._call(TaskName.ADMIN, body, timeout, model)
 
     def _call(self, name: TaskName, body: TaskPayload, timeout: float, model: type[Reply]) -> Reply:

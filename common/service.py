@@ -17,13 +17,21 @@ from pydantic import BaseModel, ValidationError
 
 from common.errors import AtomMemError, InvalidInput, NotFound, all_errors, first_error
 from common.models import ids
-from common.models.api import ListingFilter, RawSession, SearchFilters, SessionBody, SpaceCreate
+from common.models.api import (
+    FactCorrection,
+    ListingFilter,
+    RawSession,
+    SearchFilters,
+    SessionBody,
+    SpaceCreate,
+)
 from common.models.jobs import Job, JobState
 from common.models.memory import Event, Fact, Profile
 from common.models.messages import MessagesBody, RawMessages, messages_body
 from common.models.names import person_name
 from common.models.query import CONTEXT_TOKENS, AskResponse, ContextResponse, SearchResponse
 from common.models.responses import (
+    CorrectionReceipt,
     ErasureReceipt,
     FactHistory,
     Kind,
@@ -152,6 +160,10 @@ class Memory(Protocol):
     def delete(
         self, space: str, fact_id: str | None = None, session_id: str | None = None
     ) -> ErasureReceipt: ...
+
+    def correct_fact(
+        self, space: str, fact_id: str, text: str, reason: str | None = None
+    ) -> CorrectionReceipt: ...
 
 
 def profiles_of(
@@ -488,6 +500,18 @@ class TenantMemory:
         op, item_id = erase_target(fact_id, session_id)
         with self._writing(), self._waiting():
             return self.producer.erase(self.tenant, space, op, item_id, self._admin_s)
+
+    def correct_fact(
+        self, space: str, fact_id: str, text: str, reason: str | None = None
+    ) -> CorrectionReceipt:
+        """Rewrite a fact's text, verified against the space (`common.memory.correct`): its
+        old text goes into its history, what was built from it is rebuilt."""
+        try:
+            correction = FactCorrection(text=text, reason=reason)
+        except ValidationError as exc:
+            raise InvalidInput(f"correction: {all_errors(exc.errors())}") from None
+        with self._writing(), self._waiting():
+            return self.producer.correct(self.tenant, space, fact_id, correction, self._admin_s)
 
     def rebuild(self, source: str, into: str) -> list[Job]:
         """Re-run the stored sessions of `source` into `into` as ordinary jobs (an operator's

@@ -21,6 +21,7 @@ from pydantic import AfterValidator, BaseModel, Field
 
 from api.mcp.errors import explain, unreadable
 from common.models.api import (
+    FACT_MAX,
     MAX_TURNS,
     SPACE_NAME,
     ContextBody,
@@ -42,6 +43,7 @@ from common.models.query import (
     SearchResponse,
 )
 from common.models.responses import (
+    CorrectionReceipt,
     ErasureReceipt,
     FactHistory,
     JobList,
@@ -61,8 +63,9 @@ INSTRUCTIONS = """\
 AtomMem is long-term memory built from atomic facts. A space holds the memory of one person
 or agent: add finished conversations to it (add_session, or add_messages for a plain list of
 messages), then ask questions (ask for an answer with its evidence, search for ranked facts),
-read a person's profile as it stood on a date (get_profile), and list or erase what is stored.
-Start with list_spaces; a space must exist (create_space) before sessions go into it."""
+read a person's profile as it stood on a date (get_profile), and list, correct or erase what
+is stored. Start with list_spaces; a space must exist (create_space) before sessions go into
+it."""
 
 
 def _segment(value: str) -> str:
@@ -244,6 +247,32 @@ class Answered(Recall):
     def of_answer(cls, found: AskResponse) -> Answered:
         recall = Recall.of(found)
         return cls(answer=found.answer, answer_fact_ids=found.answer_fact_ids, **dict(recall))
+
+
+class Corrected(BaseModel):
+    """What `correct_fact` returns to a model: the fact's text now and before, and the ids of
+    what was rebuilt from it or that it supersedes."""
+
+    fact_id: str
+    text: str
+    was: str | None = Field(description="the text it replaced; null when it already read so")
+    events_rewritten: list[str]
+    profiles_rewritten: list[str]
+    profiles_deleted: list[str]
+    superseded: list[str] = Field(
+        description="other facts the corrected text supersedes, left as they are: correct or "
+        "erase them too"
+    )
+
+    @classmethod
+    def of(cls, receipt: CorrectionReceipt) -> Corrected:
+        fact = receipt.fact
+        was = fact.history[-1].text if receipt.changed else None
+        return cls(
+            fact_id=fact.id, text=fact.text, was=was, events_rewritten=receipt.events_rewritten,
+            profiles_rewritten=receipt.profiles_rewritten,
+            profiles_deleted=receipt.profiles_deleted, superseded=receipt.superseded,
+        )  # fmt: skip
 
 
 class PersonProfile(BaseModel):
@@ -476,6 +505,30 @@ def erase_fact(ctx: Context, space: SpaceArg, fact_id: ItemId) -> ErasureReceipt
     return _memory(ctx).delete(space, fact_id=fact_id)
 
 
+def correct_fact(
+    ctx: Context,
+    space: SpaceArg,
+    fact_id: ItemId,
+    text: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=FACT_MAX,
+            description="the fact as it should read: one self-contained statement",
+            json_schema_extra={"pattern": NOT_BLANK},
+        ),
+    ],
+    reason: Annotated[
+        str | None, Field(max_length=500, description="why, kept in the fact's history")
+    ] = None,
+) -> Corrected:
+    """Correct a fact's text when memory got it wrong. The new text is checked against the
+    space's other facts (a `conflict` when another fact already says it), the old text stays
+    in the fact's history, and its events and profiles are rebuilt. Sending the same
+    correction again changes nothing."""
+    return Corrected.of(_memory(ctx).correct_fact(space, fact_id, text, reason))
+
+
 def erase_session(ctx: Context, space: SpaceArg, session_id: ItemId) -> ErasureReceipt:
     """Erase a session's contribution: its raw record, the facts only it supports, its updates
     to other facts (they get back their earlier state), and what was built from them."""
@@ -497,6 +550,7 @@ TOOLS: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
     (list_events, READ),
     (fact_history, READ),
     (erase_fact, ToolAnnotations(destructive_hint=True, idempotent_hint=True)),
+    (correct_fact, ToolAnnotations(destructive_hint=False, idempotent_hint=True)),
     (erase_session, ToolAnnotations(destructive_hint=True, idempotent_hint=True)),
 )
 

@@ -1,4 +1,5 @@
-"""Stored memory: facts, events and profiles, with history and provenance; fact erasure."""
+"""Stored memory: facts, events and profiles, with history and provenance; fact erasure and
+correction."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ from pydantic import Field
 from api.deps import ServicesDep, TenantMemoryDep
 from api.errors import COMMON, declared
 from common.errors import InvalidInput
-from common.models.api import ListingFilter
+from common.models.api import FactCorrection, ListingFilter
 from common.models.memory import Event, Fact, Profile
-from common.models.responses import ErasureReceipt, FactHistory, Page
+from common.models.responses import CorrectionReceipt, ErasureReceipt, FactHistory, Page
 from common.models.session import NAME_MAX
 from common.service import profiles_of
 
@@ -110,6 +111,17 @@ async def delete_fact(
 ) -> ErasureReceipt:
     """Erase a fact and rewrite what was built from it (events, profiles)."""
     return await svc.waiting(lambda: memory.delete(space, fact_id=fact_id))
+
+
+@router.patch("/facts/{fact_id}", responses=declared(409, 429))
+async def correct_fact(
+    space: str, fact_id: str, body: FactCorrection, memory: TenantMemoryDep, svc: ServicesDep
+) -> CorrectionReceipt:
+    """Correct a fact's text. It is verified against the space's other facts (409 when
+    another already says it), re-embedded, its old text kept in its history marked as a
+    correction, its provenance kept, and its events and profiles rebuilt; the same
+    correction again changes nothing (`changed` false)."""
+    return await svc.waiting(lambda: memory.correct_fact(space, fact_id, body.text, body.reason))
 
 
 @router.get("/events")

@@ -1,10 +1,11 @@
 """Writes outside ingest, as the admin task runs them under the space's lock: create a space,
-plan a rebuild into it, erase a fact, a session's contribution or the whole space. The API
-never opens the store itself."""
+plan a rebuild into it, erase a fact, a session's contribution or the whole space, correct a
+fact. The API never opens the store itself."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from pydantic import BaseModel
 
@@ -12,12 +13,13 @@ from common.context import MemoryContext
 from common.errors import Conflict, InvalidInput, NotFound
 from common.memory import rebuild
 from common.memory.commit import resume
+from common.memory.correct import correct_fact
 from common.memory.erase import erase_facts, erase_session, erase_space
 from common.memory.listings import space
 from common.memory.stages import cancel_session
 from common.models import ids
 from common.models.jobs import AdminOp, AdminPayload
-from common.models.responses import Erased, ErasureReceipt, Space
+from common.models.responses import CorrectionReceipt, Erased, ErasureReceipt, Space
 from common.store import records
 from common.store.coordination.chunks import ChunkParking
 from common.store.coordination.jobs import JobStore
@@ -49,6 +51,17 @@ def _erase_fact(ctx: MemoryContext, coord: Coordination, p: AdminPayload) -> Era
         raise NotFound(f"no fact {fact_id!r} in space {p.space!r}")
     erase_facts(ctx, p.tenant, p.space, {fact_id}, report)
     return ErasureReceipt(erased=report)
+
+
+def _correct_fact(ctx: MemoryContext, coord: Coordination, p: AdminPayload) -> CorrectionReceipt:
+    """The fact's text as `p.correction` says; the correction's time is when it was sent
+    (the payload's `enqueued_at`), the same in every run of the task."""
+    fact_id = _target(p)
+    if p.correction is None:
+        raise InvalidInput("correct_fact says what the fact should read (correction)")
+    _finish_stages(ctx, p)
+    at = datetime.fromtimestamp(p.enqueued_at, UTC).replace(tzinfo=None)
+    return correct_fact(ctx, p.tenant, p.space, fact_id, p.correction, at)
 
 
 def _erase_session(ctx: MemoryContext, coord: Coordination, p: AdminPayload) -> ErasureReceipt:
@@ -101,6 +114,7 @@ OPERATIONS: dict[AdminOp, Operation] = {
     "erase_fact": _erase_fact,
     "erase_session": _erase_session,
     "erase_space": _erase_space,
+    "correct_fact": _correct_fact,
 }
 
 
@@ -112,14 +126,19 @@ def _target(p: AdminPayload) -> str:
 
 
 def _erasing(ctx: MemoryContext, p: AdminPayload) -> Erased:
-    """An empty report for an erasure in an existing space. A stage interrupted after
-    recording its plan is finished first: applied after the erasure, its plan would write
-    back what the erasure removed."""
+    """An empty report for an erasure in an existing space (`_finish_stages`)."""
+    _finish_stages(ctx, p)
+    return Erased()
+
+
+def _finish_stages(ctx: MemoryContext, p: AdminPayload) -> None:
+    """Before an erasure or a correction in an existing space, a stage interrupted after
+    recording its plan is finished: applied later, its plan would write back what was
+    erased or corrected."""
     records.require_space(ctx.store, p.tenant, p.space)
     for stored in records.list_sessions(ctx.store, p.tenant, p.space):
         if stored.plan is not None:
             resume(ctx, stored)
-    return Erased()
 
 
 def _writing(ctx: MemoryContext, tenant: str, space: str, in_flight: list[str]) -> list[str]:

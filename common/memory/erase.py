@@ -2,14 +2,15 @@
 
 What a fact or session left behind is found by reference, not by replaying history. A
 session's wording goes from every fact it stated or updated (a fact keeps the states other
-sessions wrote; one with none left is deleted). Whatever was derived from an erased fact, or
-from a fact whose erased wording was rewritten away, is rebuilt: its events are re-summarised
-afresh from their remaining members (an event left empty is deleted), and each profile version
-citing it is rebuilt from its other evidence or dropped (a profile whose current version goes
-falls back to its latest remaining one, or is deleted), while a rewritten fact a profile cited
-goes through the profile batch again under its surviving text. Every step is computed from
-what is stored, and derived records are deleted before facts are rewritten, so re-running an
-interrupted erasure finishes it.
+sessions or corrections wrote; one with none left, or with no session left behind it, is
+deleted). Whatever was derived from an erased fact, or from a fact whose erased wording was
+rewritten away, is rebuilt: its events are re-summarised afresh from their remaining members
+(an event left empty is deleted), and each profile version citing it is rebuilt from its
+other evidence or dropped (a profile whose current version goes falls back to its latest
+remaining one, or is deleted), while a rewritten fact a profile cited goes through the
+profile batch again under its surviving text. Every step is computed from what is stored,
+and derived records are deleted before facts are rewritten, so re-running an interrupted
+erasure finishes it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from common.memory.changes import Changes, CommitStats, apply_plan
 from common.memory.profiles import cited_facts, profile_without, run_profile_batch
 from common.memory.verify import view
 from common.memory.version import memory_version
-from common.models.memory import Event, Fact, FactRevision, FactTime, Profile
+from common.models.memory import Correction, Event, Fact, FactRevision, FactTime, Profile
 from common.models.plan import Plan
 from common.models.responses import Erased
 from common.store import records
@@ -77,6 +78,14 @@ def erase_space(ctx: MemoryContext, tenant: str, space: str, report: Erased) -> 
     for kind in (Kind.FACTS, Kind.EVENTS, Kind.PROFILES, Kind.SESSIONS, Kind.SPACES):
         ctx.store.delete_scope(kind, tenant, space)
     ctx.indexes.drop(tenant, space)
+
+
+def rebuild_reworded(
+    ctx: MemoryContext, index: SpaceIndex, reworded: set[str], changes: Changes, report: Erased
+) -> None:
+    """Rebuild what was derived from the `reworded` facts (already rewritten in `changes`
+    and in `index`) as an erasure rebuilds it, then write it all, derived records first."""
+    _erase_facts(ctx, index, set(), reworded, changes, report)
 
 
 def _reload_on_failure(ctx: MemoryContext, tenant: str, space: str) -> AbstractContextManager[None]:
@@ -237,19 +246,30 @@ def _rewrite_profiles(
     return gone
 
 
+# Who wrote a state of a fact's text: the session, or the correction (with no session).
+Author = tuple[str | None, Correction | None]
+
+
+def _author(revision: FactRevision) -> Author:
+    """Who replaced `revision`'s text."""
+    return revision.replaced_by_session, revision.correction
+
+
 def _without_session(fact: Fact, session_id: str) -> Fact | None:
     """The fact as if `session_id` had never been ingested: None when nothing else
     supports it, the same object when the session never touched it."""
     also = [s for s in fact.also_from if s.session_id != session_id]
-    # States of the fact's text in order, each with the session that wrote it.
-    states: list[tuple[str, str, list[str], FactTime]] = [
-        (fact.source.session_id, r.text, r.keywords, r.time) for r in fact.history[:1]
+    # States of the fact's text in order, each with who wrote it: a session, or a correction
+    # (which no session's erasure takes back).
+    first: Author = (fact.source.session_id, None)
+    states: list[tuple[Author, str, list[str], FactTime]] = [
+        (first, r.text, r.keywords, r.time) for r in fact.history[:1]
     ]
     for prev, rev in zip(fact.history, fact.history[1:], strict=False):
-        states.append((prev.replaced_by_session, rev.text, rev.keywords, rev.time))
-    last_author = fact.history[-1].replaced_by_session if fact.history else fact.source.session_id
+        states.append((_author(prev), rev.text, rev.keywords, rev.time))
+    last_author = _author(fact.history[-1]) if fact.history else first
     states.append((last_author, fact.text, fact.keywords, fact.time))
-    kept_states = [s for s in states if s[0] != session_id]
+    kept_states = [s for s in states if s[0][0] != session_id]
     source = fact.source
     if source.session_id == session_id:
         if not also:
@@ -265,10 +285,13 @@ def _without_session(fact: Fact, session_id: str) -> Fact | None:
             text=t,
             keywords=k,
             time=when,
-            replaced_by_session=next_author,
+            replaced_by_session=next_session,
             replaced_with_fact=fact.id,
+            correction=correction,
         )
-        for (_, t, k, when), (next_author, *_) in zip(earlier, kept_states[1:], strict=True)
+        for (_, t, k, when), ((next_session, correction), *_) in zip(
+            earlier, kept_states[1:], strict=True
+        )
     ]
     return fact.model_copy(
         update={

@@ -10,7 +10,7 @@ from common.llm.contracts import FactUpdate, FactView
 from common.memory.changes import Changes, CommitStats
 from common.models.memory import Fact, FactRevision, FactTime
 from common.similarity import TextQuery
-from common.store.space_index import SpaceIndex
+from common.store.space_index import Scored, SpaceIndex
 
 
 def view(fact: Fact, score: float | None = None) -> FactView:
@@ -30,6 +30,42 @@ def candidate_mask(index: SpaceIndex, fact: Fact) -> np.ndarray:
     return index.facts.time_compatible(mask, fact.time.event)
 
 
+def duplicate_of(
+    ctx: MemoryContext, index: SpaceIndex, vector: np.ndarray, mask: np.ndarray
+) -> str | None:
+    """The candidate (of `mask`) that `vector`'s text repeats: the closest one, when its
+    cosine is over `memory.duplicate_threshold`."""
+    rows = np.flatnonzero(mask)
+    if rows.size:
+        cos = index.facts.cosines_at(vector, rows)
+        best = int(np.argmax(cos))
+        if cos[best] > ctx.settings.memory.duplicate_threshold:
+            return index.facts.ids[int(rows[best])]
+    return None
+
+
+def close_facts(
+    ctx: MemoryContext, index: SpaceIndex, fact: Fact, vector: np.ndarray, mask: np.ndarray
+) -> list[Scored] | None:
+    """The candidates the verifier is shown for `fact`, best first; None when the rules
+    skip the verifier (nothing close enough to repeat or contradict it)."""
+    cfg = ctx.settings.memory
+    ranked = index.facts.hybrid(
+        vector,
+        TextQuery.of(fact.text, fact.keywords),
+        ctx.settings.similarity,
+        mask,
+        k=cfg.conflict_top_k,
+    )
+    if not ctx.settings.llm.skip_rules:
+        return ranked[: cfg.conflict_top_k]  # the paper's way: always ask
+    close = [r for r in ranked if r.score > cfg.conflict_threshold][: cfg.conflict_top_k]
+    if not close:
+        usage.skipped("verify")
+        return None
+    return close
+
+
 def place_fact(
     ctx: MemoryContext,
     index: SpaceIndex,
@@ -39,28 +75,14 @@ def place_fact(
     stats: CommitStats,
 ) -> Fact | None:
     """Verify `fact` against the space; return it when it is to be stored as a new fact."""
-    cfg = ctx.settings.memory
     mask = candidate_mask(index, fact)
-    rows = np.flatnonzero(mask)
-    if rows.size:
-        cos = index.facts.cosines_at(vector, rows)
-        best = int(np.argmax(cos))
-        if cos[best] > cfg.duplicate_threshold:
-            _merge_duplicate(index, index.facts.ids[rows[best]], fact, changes)
-            stats.duplicates_dropped += 1
-            return None
-    ranked = index.facts.hybrid(
-        vector,
-        TextQuery.of(fact.text, fact.keywords),
-        ctx.settings.similarity,
-        mask,
-        k=cfg.conflict_top_k,
-    )
-    close = [r for r in ranked if r.score > cfg.conflict_threshold][: cfg.conflict_top_k]
-    if not ctx.settings.llm.skip_rules:
-        close = ranked[: cfg.conflict_top_k]  # the paper's way: always ask
-    elif not close:  # nothing close enough to repeat or contradict it: store as is
-        usage.skipped("verify")
+    kept_id = duplicate_of(ctx, index, vector, mask)
+    if kept_id is not None:
+        _merge_duplicate(index, kept_id, fact, changes)
+        stats.duplicates_dropped += 1
+        return None
+    close = close_facts(ctx, index, fact, vector, mask)
+    if close is None:  # store as is
         return fact
     decision = ctx.backend.verify(view(fact), [view(index.facts.get(r.id), r.score) for r in close])
     allowed = {r.id for r in close}

@@ -23,6 +23,7 @@ from common.models.session import MAX_ORDER, NAME_MAX, NOT_BLANK, SessionInput, 
 
 MAX_TURNS = 2000
 MAX_TEXT = 20_000
+FACT_MAX = 2000  # a fact's text, as a turn's pre-extracted facts and a correction take it
 SPACE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 TENANT_NAME = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?([Zz]|[+-]\d{2}:?\d{2})?")
@@ -136,8 +137,8 @@ class TurnBody(Strict):
     text: str = Field(default="", max_length=MAX_TEXT)
     position: int | None = Field(default=None, ge=0, le=1_000_000, strict=True)
     image_caption: str | None = Field(default=None, max_length=4000)
-    facts: list[Annotated[str, StringConstraints(min_length=1, max_length=2000)]] | None = Field(
-        default=None, max_length=200
+    facts: list[Annotated[str, StringConstraints(min_length=1, max_length=FACT_MAX)]] | None = (
+        Field(default=None, max_length=200)
     )
 
 
@@ -213,6 +214,32 @@ class SessionBody(Strict):
             turns=[Turn(**t.model_dump()) for t in self.turns],
             seq=self.seq,
         )
+
+
+def _said(value: str | None) -> str | None:
+    if value is not None and not not_blank(value):
+        raise ValueError("must not be blank")
+    return value
+
+
+class FactCorrection(Strict):
+    """A fact's corrected text (`PATCH /v1/spaces/{space}/facts/{fact_id}`), with why."""
+
+    text: str = Field(
+        min_length=1,
+        max_length=FACT_MAX,
+        description="the fact as it should read: one self-contained statement",
+        json_schema_extra={"pattern": NOT_BLANK},
+    )
+    reason: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=500,
+        description="why it is corrected, kept in the fact's history",
+        json_schema_extra={"pattern": NOT_BLANK},
+    )
+
+    _not_blank = field_validator("text", "reason")(_said)
 
 
 class SearchFilters(Strict):

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from common.models.api import ListingFilter, SearchFilters
+from common.models.api import FactCorrection, ListingFilter, SearchFilters
 from common.models.query import RecallMode
 from common.models.session import SessionInput
 
@@ -114,13 +114,17 @@ class ReadPayload(TaskPayload):
 
 
 # `rebuild_from`: `space` is the rebuild's target (the lock held), `item_id` its source.
-AdminOp = Literal["create_space", "erase_space", "erase_session", "erase_fact", "rebuild_from"]
+AdminOp = Literal[
+    "create_space", "erase_space", "erase_session", "erase_fact", "correct_fact", "rebuild_from"
+]
 
 
 class AdminPayload(TaskPayload):
-    """A write outside ingest, under the space's lock: create a space, or erase."""
+    """A write outside ingest, under the space's lock: create a space, erase, or correct a
+    fact (`item_id`) as `correction` says."""
 
     tenant: str
     space: str
     op: AdminOp
     item_id: str | None = None
+    correction: FactCorrection | None = None

@@ -112,14 +112,25 @@ class FactSource(BaseModel):
     positions: list[int]
 
 
+class Correction(BaseModel):
+    """A caller's correction of a fact's text (`PATCH .../facts/{id}`): when, and why."""
+
+    at: Annotated[datetime, SAID_AT] = Field(description="when it was sent (UTC)")
+    reason: str | None = None
+
+
 class FactRevision(BaseModel):
-    """A previous state of a fact that a verified update replaced."""
+    """A previous state of a fact that a verified update, or a correction, replaced."""
 
     text: str
     keywords: list[str]
     time: FactTime
-    replaced_by_session: str
+    replaced_by_session: str | None = Field(
+        description="the session whose verified update replaced this text; null when a "
+        "correction did (`correction`)"
+    )
     replaced_with_fact: str
+    correction: Correction | None = None
 
 
 class Fact(BaseModel):

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from common.models.memory import Event, Fact, Profile
 from common.models.query import AskResponse, SearchResponse
 from common.models.responses import (
+    CorrectionReceipt,
     ErasureReceipt,
     JobList,
     Kind,
@@ -48,5 +49,6 @@ REPLIES: dict[tuple[TaskName, str | None], type[BaseModel]] = {
     (TaskName.ADMIN, "erase_fact"): ErasureReceipt,
     (TaskName.ADMIN, "erase_session"): ErasureReceipt,
     (TaskName.ADMIN, "erase_space"): ErasureReceipt,
+    (TaskName.ADMIN, "correct_fact"): CorrectionReceipt,
     (TaskName.ADMIN, "rebuild_from"): JobList,
 }

@@ -1,6 +1,6 @@
 """What the HTTP API returns, beyond jobs, records and query results: pages, spaces,
-erasure receipts, fact history, tenants and keys, health, and the one error body. The SDK
-reads them back."""
+erasure and correction receipts, fact history, tenants and keys, health, and the one error
+body. The SDK reads them back."""
 
 from __future__ import annotations
 
@@ -128,6 +128,27 @@ class Erased(BaseModel):
 
 class ErasureReceipt(BaseModel):
     erased: Erased
+
+
+class CorrectionReceipt(BaseModel):
+    """What a correction changed: the fact as it now reads (its history ends with the text
+    it replaced), and what was rebuilt from it."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+    fact: Fact
+    changed: bool = Field(
+        description="false when the fact already read so: nothing was written (the same "
+        "correction sent again)"
+    )
+    events_rewritten: list[str] = Field(default_factory=list)
+    profiles_rewritten: list[str] = Field(default_factory=list)
+    profiles_deleted: list[str] = Field(default_factory=list)
+    superseded: list[str] = Field(
+        default_factory=list,
+        description="other facts the verifier finds the corrected text corrects or "
+        "supersedes; left as they are (correct or erase them too)",
+    )
 
 
 class SpaceCounts(BaseModel):

@@ -132,6 +132,7 @@ def test_another_tenant_gets_404_on_every_route(stack: Stack, acme: httpx.Client
         "/v1/spaces/{space}/ask": {"question": "Where does Priya live?"},
         "/v1/spaces/{space}/messages": {"messages": [{"role": "user", "content": "Hello."}]},
         "/v1/spaces/{space}/context": {"question": "Where does Priya live?"},
+        "/v1/spaces/{space}/facts/{fact_id}": {"text": "Priya lives in Paris."},  # PATCH's
     }
     intruder = stack.tenant("intruder")
     tried = set()
@@ -151,7 +152,7 @@ def test_another_tenant_gets_404_on_every_route(stack: Stack, acme: httpx.Client
     assert intruder.get("/v1/jobs").json()["items"] == []
     assert intruder.get("/v1/jobs", params={"space": "alice"}).json()["items"] == []
     # acme still has everything: nothing the intruder sent changed it
-    assert acme.get(f"/v1/spaces/alice/facts/{fact['id']}").status_code == 200
+    assert acme.get(f"/v1/spaces/alice/facts/{fact['id']}").json() == fact
     assert acme.get("/v1/spaces/alice").json()["counts"]["sessions"] == 4
 
 

@@ -58,7 +58,7 @@ def alice(stack: Stack) -> Iterator[tuple[Tools, list[Any]]]:
 def test_a_tenant_key_adds_searches_asks_and_erases(alice: tuple[Tools, list[Any]]) -> None:
     tools, jobs = alice
     names = tools.names()
-    assert {"add_messages", "get_context"} <= set(names) and len(names) == 14
+    assert {"add_messages", "get_context", "correct_fact"} <= set(names) and len(names) == 15
     assert [(j["state"], j["tenant"]) for j in jobs] == [("done", "mcpa")] * 2
     hits = tools.ok("search", space="notes", question="When did Tom adopt a puppy?", k=3)["hits"]
     assert "beagle" in hits[0]["text"] and hits[0]["turn_ids"] == ["s1:3"]
@@ -70,6 +70,21 @@ def test_a_tenant_key_adds_searches_asks_and_erases(alice: tuple[Tools, list[Any
     after = tools.ok("list_facts", space="notes", limit=1000)
     assert after["total"] == facts["total"] - 1
     assert hits[0]["fact_id"] not in {f["id"] for f in after["items"]}
+
+
+def test_a_corrected_fact_answers_with_its_new_text(alice: tuple[Tools, list[Any]]) -> None:
+    """Through the API's admin task on a real worker: the correction travels in the task."""
+    tools, _ = alice
+    facts = tools.ok("list_facts", space="notes", limit=1000)["items"]
+    (fact_id,) = [f["id"] for f in facts if f["text"].startswith("Priya lives in Denver")]
+    fixed = tools.ok(
+        "correct_fact", space="notes", fact_id=fact_id, text="Priya lives in Aurora.",
+        reason="wrong city",
+    )  # fmt: skip
+    assert fixed["text"] == "Priya lives in Aurora." and "Denver" in fixed["was"]
+    assert "Aurora" in tools.ok("ask", space="notes", question="Where does Priya live?")["answer"]
+    history = tools.ok("fact_history", space="notes", fact_id=fact_id)
+    assert history["history"][-1]["correction"]["reason"] == "wrong city"
 
 
 def test_a_request_without_a_tenant_key_is_refused(stack: Stack) -> None:

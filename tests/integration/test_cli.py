@@ -98,6 +98,29 @@ def test_unknown_space_is_a_clear_error(tmp_path: Path) -> None:
     _assert_clean_error(run(tmp_path, "facts", "--space", "nope"), "does not exist")
 
 
+def test_correct_rewrites_a_fact_and_facts_shows_what_it_read(tmp_path: Path) -> None:
+    assert run(tmp_path, "space", "create", "demo").returncode == 0
+    assert run(tmp_path, "ingest", str(SAMPLE)).returncode == 0
+    listed = run(tmp_path, "facts", "--space", "demo", "--json")
+    facts = [json.loads(line) for line in listed.stdout.splitlines() if line.startswith("{")]
+    (home,) = [f for f in facts if f["text"].startswith("Priya lives in Boston")]
+    text = "Priya lives in Cambridge."
+    fixed = run(tmp_path, "correct", "--space", "demo", "--fact", home["id"], "--reason",
+                "the city was wrong", text)  # fmt: skip
+    assert fixed.returncode == 0, fixed.stderr
+    receipt = json.loads(fixed.stdout)
+    assert receipt["changed"] and receipt["fact"]["text"] == text
+    shown = run(tmp_path, "facts", "--space", "demo").stdout
+    assert f"- {text}" in shown and "(corrected " in shown and ": the city was wrong)" in shown
+    _assert_clean_error(
+        run(tmp_path, "correct", "--space", "demo", "--fact", home["id"], "  "),
+        "correction: text: Value error, must not be blank",
+    )
+    _assert_clean_error(
+        run(tmp_path, "correct", "--space", "demo", "--fact", "nope", text), "no fact 'nope'"
+    )
+
+
 def test_bench_locomo_and_report_on_an_unseen_conversation(tmp_path: Path) -> None:
     conversations = tmp_path / "conversations"
     conversations.mkdir()

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 TOOLS = {
     "list_spaces", "create_space", "add_session", "add_messages", "get_job", "search", "ask",
     "get_context", "get_profile", "list_facts", "list_events", "fact_history", "erase_fact",
-    "erase_session",
+    "correct_fact", "erase_session",
 }  # fmt: skip
 # What would point the command at a broker or a server instead of the embedded store.
 ELSEWHERE = ("ATOMMEM_BROKER__URL", "ATOMMEM_API__URL", "ATOMMEM_API__KEY")
@@ -177,6 +177,25 @@ def test_erased_fact_is_gone(served: tuple[Tools, Any]) -> None:
     assert events["total"] >= 1 and len(events["items"]) == 1
 
 
+def test_a_corrected_fact_reads_the_new_text_and_keeps_the_old(
+    served: tuple[Tools, Any],
+) -> None:
+    tools, _ = served
+    facts = tools.ok("list_facts", space="demo", limit=1000)["items"]
+    fact, other = [f for f in facts if f["text"].startswith("Priya ")][:2]
+    text = "Priya keeps a small herb garden on her balcony."
+    fixed = tools.ok("correct_fact", space="demo", fact_id=fact["id"], text=text, reason="typo")
+    assert fixed["fact_id"] == fact["id"] and fixed["text"] == text
+    assert fixed["was"] == fact["text"] and "fact" not in fixed  # slim: no whole fact
+    again = tools.ok("correct_fact", space="demo", fact_id=fact["id"], text=text)
+    assert again["was"] is None
+    history = tools.ok("fact_history", space="demo", fact_id=fact["id"])
+    assert history["current"] == text and history["history"][-1]["correction"]["reason"] == "typo"
+    said = tools.error("correct_fact", space="demo", fact_id=fact["id"], text=other["text"])
+    assert "conflict: " in said and other["id"] in said
+    assert "invalid: text" in tools.error("correct_fact", space="demo", fact_id="x", text="")
+
+
 def test_bad_input_is_a_tool_error_naming_the_field(served: tuple[Tools, Any]) -> None:
     tools, _ = served
     assert "invalid: k: Input should be a valid integer" in tools.error(
@@ -229,6 +248,7 @@ def test_dot_ids_are_invalid_not_a_traceback(served: tuple[Tools, Any], dots: st
     calls: list[tuple[str, dict[str, str]]] = [
         ("fact_history", {"space": "demo", "fact_id": dots}),
         ("erase_fact", {"space": "demo", "fact_id": dots}),
+        ("correct_fact", {"space": "demo", "fact_id": dots, "text": "Priya hikes."}),
         ("erase_session", {"space": "demo", "session_id": dots}),
         ("get_job", {"job_id": dots}),
         ("list_facts", {"space": dots}),

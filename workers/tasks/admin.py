@@ -1,11 +1,11 @@
-"""Reads of stored memory, admin writes (create a space, erasure) and a liveness ping,
-for producers that never open the store (the HTTP API)."""
+"""Reads of stored memory, admin writes (create a space, erasure, correction) and a liveness
+ping, for producers that never open the store (the HTTP API)."""
 
 from __future__ import annotations
 
 import logging
 import sqlite3
-from typing import Any
+from typing import Any, get_args
 
 from celery import Task
 from pydantic import BaseModel
@@ -15,6 +15,7 @@ from common.memory.admin import administer
 from common.memory.listings import read
 from common.memory.rebuild import Plan
 from common.models.jobs import AdminPayload, ReadPayload
+from common.models.replies import Erasure
 from common.models.responses import JobList, Ping
 from common.producer import Producer
 from common.queues import Queue, TaskName
@@ -54,11 +55,11 @@ def ping(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
 
 @task(TaskName.ADMIN, base=AdminTask, max_retries=150)  # waits out a commit holding the lock
 def admin(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
-    """Create a space, erase, or plan a rebuild under the space's lock (waiting, without
-    blocking a slot, while a commit holds it); after an erasure, delete the space's stored
-    replies and rewrite Redis's files, after a rebuild's plan, submit its sessions. Erasure
-    recomputes from what is stored and a rebuild's jobs are the same jobs, so a rerun after a
-    crash finishes either."""
+    """Create a space, erase, correct a fact or plan a rebuild under the space's lock
+    (waiting, without blocking a slot, while a commit holds it); after an erasure, delete the
+    space's stored replies and rewrite Redis's files, after a rebuild's plan, submit its
+    sessions. Erasure recomputes from what is stored, a correction finds the fact corrected
+    and a rebuild's jobs are the same jobs, so a rerun after a crash finishes any of them."""
     p = AdminPayload.model_validate(payload)
     observe_wait(Queue.MEMORY, p.enqueued_at)
     settings = runtime.settings()
@@ -77,7 +78,7 @@ def admin(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
         client = Producer(app, coord.jobs, coord.sequence)
         jobs = client.submit_many(p.tenant, [(p.space, s) for s in done.sessions])
         return JobList(items=jobs).model_dump(mode="json")
-    if p.op not in ("create_space", "rebuild_from"):
+    if p.op in get_args(Erasure):  # a correction keeps the old text, in the fact's history
         # Even after a refused erasure: the rerun of one whose worker died ends here.
         forget_space(self, p.tenant, p.space)
         try:

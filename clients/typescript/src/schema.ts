@@ -254,7 +254,14 @@ export interface paths {
         delete: operations["delete_fact_v1_spaces__space__facts__fact_id__delete"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Correct Fact
+         * @description Correct a fact's text. It is verified against the space's other facts (409 when
+         *     another already says it), re-embedded, its old text kept in its history marked as a
+         *     correction, its provenance kept, and its events and profiles rebuilt; the same
+         *     correction again changes nothing (`changed` false).
+         */
+        patch: operations["correct_fact_v1_spaces__space__facts__fact_id__patch"];
         trace?: never;
     };
     "/v1/spaces/{space}/facts/{fact_id}/history": {
@@ -689,6 +696,43 @@ export interface components {
             left_out: number;
         };
         /**
+         * Correction
+         * @description A caller's correction of a fact's text (`PATCH .../facts/{id}`): when, and why.
+         */
+        Correction: {
+            /**
+             * At
+             * @description when it was sent (UTC)
+             */
+            at: string;
+            /** Reason */
+            reason?: string | null;
+        };
+        /**
+         * CorrectionReceipt
+         * @description What a correction changed: the fact as it now reads (its history ends with the text
+         *     it replaced), and what was rebuilt from it.
+         */
+        CorrectionReceipt: {
+            fact: components["schemas"]["Fact"];
+            /**
+             * Changed
+             * @description false when the fact already read so: nothing was written (the same correction sent again)
+             */
+            changed: boolean;
+            /** Events Rewritten */
+            events_rewritten: string[];
+            /** Profiles Rewritten */
+            profiles_rewritten: string[];
+            /** Profiles Deleted */
+            profiles_deleted: string[];
+            /**
+             * Superseded
+             * @description other facts the verifier finds the corrected text corrects or supersedes; left as they are (correct or erase them too)
+             */
+            superseded: string[];
+        };
+        /**
          * EndpointCounters
          * @description One endpoint's counters since Redis last lost them (they are never reset otherwise).
          */
@@ -827,6 +871,22 @@ export interface components {
             memory_version?: components["schemas"]["MemoryVersion"] | null;
         };
         /**
+         * FactCorrection
+         * @description A fact's corrected text (`PATCH /v1/spaces/{space}/facts/{fact_id}`), with why.
+         */
+        FactCorrection: {
+            /**
+             * Text
+             * @description the fact as it should read: one self-contained statement
+             */
+            text: string;
+            /**
+             * Reason
+             * @description why it is corrected, kept in the fact's history
+             */
+            reason?: string | null;
+        };
+        /**
          * FactHistory
          * @description How a fact came to read as it does.
          */
@@ -845,7 +905,7 @@ export interface components {
         };
         /**
          * FactRevision
-         * @description A previous state of a fact that a verified update replaced.
+         * @description A previous state of a fact that a verified update, or a correction, replaced.
          */
         FactRevision: {
             /** Text */
@@ -853,10 +913,14 @@ export interface components {
             /** Keywords */
             keywords: string[];
             time: components["schemas"]["FactTime"];
-            /** Replaced By Session */
-            replaced_by_session: string;
+            /**
+             * Replaced By Session
+             * @description the session whose verified update replaced this text; null when a correction did (`correction`)
+             */
+            replaced_by_session: string | null;
             /** Replaced With Fact */
             replaced_with_fact: string;
+            correction?: components["schemas"]["Correction"] | null;
         };
         /**
          * FactSource
@@ -1823,7 +1887,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description It clashes with the current state: the name is taken, the session was submitted before with other content, or its ingest is still running */
+            /** @description It clashes with the current state: the name is taken, the session was submitted before with other content, its ingest is still running, or a fact is corrected to what another fact already says */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2039,7 +2103,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description It clashes with the current state: the name is taken, the session was submitted before with other content, or its ingest is still running */
+            /** @description It clashes with the current state: the name is taken, the session was submitted before with other content, its ingest is still running, or a fact is corrected to what another fact already says */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2262,7 +2326,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description It clashes with the current state: the name is taken, the session was submitted before with other content, or its ingest is still running */
+            /** @description It clashes with the current state: the name is taken, the session was submitted before with other content, its ingest is still running, or a fact is corrected to what another fact already says */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2384,7 +2448,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description It clashes with the current state: the name is taken, the session was submitted before with other content, or its ingest is still running */
+            /** @description It clashes with the current state: the name is taken, the session was submitted before with other content, its ingest is still running, or a fact is corrected to what another fact already says */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -2602,7 +2666,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description It clashes with the current state: the name is taken, the session was submitted before with other content, or its ingest is still running */
+            /** @description It clashes with the current state: the name is taken, the session was submitted before with other content, its ingest is still running, or a fact is corrected to what another fact already says */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -3088,7 +3152,130 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description It clashes with the current state: the name is taken, the session was submitted before with other content, or its ingest is still running */
+            /** @description It clashes with the current state: the name is taken, the session was submitted before with other content, its ingest is still running, or a fact is corrected to what another fact already says */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over `api.max_body_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request breaks the schema or a rule the schema cannot state; the detail names each field and what is wrong with it, separated by '; ' */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Over the tenant's writes per minute (refused writes do not count) */
+            429: {
+                headers: {
+                    /** @description seconds to wait before trying again */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Redis, which holds keys, jobs and queues, does not answer, or the store cannot write (its disk is full or read-only) */
+            503: {
+                headers: {
+                    /** @description seconds to wait before trying again */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No worker answered in time */
+            504: {
+                headers: {
+                    /** @description seconds to wait before trying again */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    correct_fact_v1_spaces__space__facts__fact_id__patch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                space: string;
+                fact_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FactCorrection"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CorrectionReceipt"];
+                };
+            };
+            /** @description The body is not JSON text in UTF-8: malformed, nested too deep, a lone surrogate */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description This key may not use the route: the admin key holds no memory, a tenant's key manages no tenants */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Nothing of that name or id for this key (another tenant's is a 404 too) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description It clashes with the current state: the name is taken, the session was submitted before with other content, its ingest is still running, or a fact is corrected to what another fact already says */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4084,7 +4271,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description It clashes with the current state: the name is taken, the session was submitted before with other content, or its ingest is still running */
+            /** @description It clashes with the current state: the name is taken, the session was submitted before with other content, its ingest is still running, or a fact is corrected to what another fact already says */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -4445,7 +4632,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description It clashes with the current state: the name is taken, the session was submitted before with other content, or its ingest is still running */
+            /** @description It clashes with the current state: the name is taken, the session was submitted before with other content, its ingest is still running, or a fact is corrected to what another fact already says */
             409: {
                 headers: {
                     [name: string]: unknown;

@@ -6,6 +6,13 @@ import { chip, empty, filterForm, h, href, pager, plural } from "./dom.js";
 
 const PAGE = 50;
 
+/** Who replaced an earlier text: a session's update, or a caller's correction. */
+function replacedBy(rev) {
+  if (!rev.correction) return `replaced by ${rev.replaced_by_session}`;
+  const { at, reason } = rev.correction;
+  return `corrected ${String(at).slice(0, 10)}${reason ? `: ${reason}` : ""}`;
+}
+
 function factRow(name, fact) {
   const sessions = fact.also_from.map((p) => p.session_id);
   return h(
@@ -45,7 +52,7 @@ function factRow(name, fact) {
                 "li",
                 {},
                 h("del", {}, rev.text),
-                h("span", { class: "muted small" }, ` (replaced by ${rev.replaced_by_session})`),
+                h("span", { class: "muted small" }, ` (${replacedBy(rev)})`),
               ),
             ),
           ),

@@ -17,6 +17,7 @@ export function bySession(facts) {
     push(produced, fact.source.session_id, fact);
     const updaters = new Set();
     fact.history.forEach((rev, i) => {
+      if (rev.correction) return; // a caller's correction, not a session's update
       const next = fact.history[i + 1];
       const from = fact.also_from.find((p) => p.session_id === rev.replaced_by_session);
       push(updated, rev.replaced_by_session, {
@@ -63,6 +64,7 @@ function eraseLink(name, kind, id, label) {
 
 function producedFact(name, fact, turns) {
   const first = fact.history.length ? fact.history[0].text : fact.text;
+  const by = fact.history.map((r) => r.replaced_by_session ?? "a correction");
   return h(
     "li",
     { class: "fact", dataset: { factId: fact.id } },
@@ -81,7 +83,7 @@ function producedFact(name, fact, turns) {
       ? h(
           "div",
           { class: "later" },
-          `updated later by ${fact.history.map((r) => r.replaced_by_session).join(", ")}; now reads: `,
+          `updated later by ${by.join(", ")}; now reads: `,
           h("span", { class: "fact-now" }, fact.text),
         )
       : null,
