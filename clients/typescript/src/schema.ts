@@ -181,7 +181,7 @@ export interface paths {
         /**
          * List Jobs
          * @description The tenant's newest jobs, newest first, with their state, reason and counts (a job is
-         *     kept for `pipeline.job_ttl_s`).
+         *     kept for `pipeline.job_ttl_s`); `space` and `state` look past the newest `limit` jobs.
          */
         get: operations["list_jobs_v1_jobs_get"];
         put?: never;
@@ -222,7 +222,8 @@ export interface paths {
         };
         /**
          * List Facts
-         * @description Facts in session order, a page at a time (`total` counts them all).
+         * @description Facts in session order, a page at a time (`total` counts those the filters let
+         *     through): by words of their text, the sessions they came from, their events, or ids.
          */
         get: operations["list_facts_v1_spaces__space__facts_get"];
         put?: never;
@@ -291,7 +292,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List Events */
+        /**
+         * List Events
+         * @description Events in time order (by the first day of their span, undated ones last), a page at a
+         *     time; `text` looks in the summary and keywords.
+         */
         get: operations["list_events_v1_spaces__space__events_get"];
         put?: never;
         post?: never;
@@ -328,7 +333,8 @@ export interface paths {
         /**
          * List Profiles
          * @description Profiles a page at a time; with `person` and `as_of`, what was true of someone on a
-         *     day ("where did she live in April?"), ordered by person and start.
+         *     day ("where did she live in April?"), ordered by person and start. `text` looks in the
+         *     person, keywords and the content of every version.
          */
         get: operations["list_profiles_v1_spaces__space__profiles_get"];
         put?: never;
@@ -2733,7 +2739,11 @@ export interface operations {
             query?: {
                 /** @description only this space's jobs */
                 space?: string | null;
+                /** @description only jobs in this state */
+                state?: ("queued" | "extracting" | "committing" | "profiling" | "done" | "failed") | null;
                 limit?: number;
+                /** @description skip this many of the newest (matching) jobs */
+                offset?: number;
             };
             header?: never;
             path?: never;
@@ -2900,6 +2910,14 @@ export interface operations {
             query?: {
                 limit?: number;
                 offset?: number;
+                /** @description only items whose text holds every word of this (case ignored) */
+                text?: string | null;
+                /** @description only facts these sessions produced, updated or repeated */
+                session_id?: string[] | null;
+                /** @description only facts of these events */
+                event_id?: string[] | null;
+                /** @description only these items (repeat the parameter) */
+                id?: string[] | null;
             };
             header?: never;
             path: {
@@ -3441,6 +3459,10 @@ export interface operations {
             query?: {
                 limit?: number;
                 offset?: number;
+                /** @description only items whose text holds every word of this (case ignored) */
+                text?: string | null;
+                /** @description only these items (repeat the parameter) */
+                id?: string[] | null;
             };
             header?: never;
             path: {
@@ -3645,6 +3667,10 @@ export interface operations {
                 person?: string | null;
                 /** @description a day (YYYY-MM-DD): each profile as it stood then (the version in force as its content, the earlier ones as its history); those not yet holding left out */
                 as_of?: string | null;
+                /** @description only items whose text holds every word of this (case ignored) */
+                text?: string | null;
+                /** @description only these items (repeat the parameter) */
+                id?: string[] | null;
             };
             header?: never;
             path: {
