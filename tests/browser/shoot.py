@@ -70,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         page.wait_for_selector('[data-session-id="s5"] .update')
         shot(page, out / "timeline.png", max_height=2000)
 
+        page.goto(f"{ui}#/spaces/{SPACE}/facts?text=priya")
+        page.wait_for_selector("ol.facts li.fact")
+        shot(page, out / "facts.png", max_height=1100)
+
         page.goto(f"{ui}#/spaces/{SPACE}/events")
         page.wait_for_selector("article.event")
         shot(page, out / "events.png")
@@ -82,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         page.wait_for_selector("svg.recall-graph")
         page.click('g.node[data-rank="1"]')
         shot(page, out / "search.png")
+
+        page.goto(f"{ui}#/spaces/{SPACE}/search?q=What+did+Tom+adopt%3F&ask=1")
+        page.wait_for_selector("#answer")
+        shot(page, out / "ask.png", max_height=1100)
 
         facts = httpx.get(
             f"{stack.url}/v1/spaces/{SPACE}/facts",

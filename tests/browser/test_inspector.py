@@ -97,6 +97,8 @@ def test_sign_in_shows_the_spaces_and_recent_jobs(stack: Stack, seeded: Seeded, 
     expect(jobs).to_have_count(5)
     assert jobs.locator("td:nth-child(3)").all_inner_texts() == ["s5", "s4", "s3", "s2", "s1"]
     assert set(jobs.locator(".badge").all_inner_texts()) == {"done"}
+    expect(page.locator("#jobs .live")).to_contain_text("live: read")
+    assert "null" not in page.locator("#jobs").inner_text()  # one page of jobs: no pager
     # s5: three facts in, one stored, one duplicate dropped, one update
     assert jobs.first.locator("td.n").all_inner_texts()[:4] == ["3", "1", "1", "1"]
 

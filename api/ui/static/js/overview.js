@@ -137,8 +137,7 @@ function liveJobs(params) {
       const reply = await get(withQuery("v1/jobs", { ...params, limit: JOBS_PAGE }));
       const newer = params.offset > 0;
       const older = reply.items.length === JOBS_PAGE;
-      body.replaceChildren(
-        jobsTable(reply.items),
+      const nav =
         newer || older
           ? h(
               "nav",
@@ -146,8 +145,9 @@ function liveJobs(params) {
               newer ? h("a", { href: link(Math.max(0, params.offset - JOBS_PAGE)) }, "← newer") : null,
               older ? h("a", { href: link(params.offset + JOBS_PAGE) }, "older →") : null,
             )
-          : null,
-      );
+          : null;
+      // replaceChildren takes nodes (a null would show as the text "null")
+      body.replaceChildren(...[jobsTable(reply.items), nav].filter(Boolean));
       stamp.textContent = `live: read ${new Date().toISOString().slice(11, 19)} UTC`;
     } catch (err) {
       body.replaceChildren(errorBox(err));
