@@ -127,7 +127,7 @@ def test_waiting_searches_leave_other_tenants_and_readiness_answering(api: Api) 
         assert jobs.status_code == 200 and jobs.json() == {"items": []}
         assert job.status_code == 404
         assert tools.status_code == 200, tools.text
-        assert len(tools.json()["result"]["tools"]) == 14
+        assert len(tools.json()["result"]["tools"]) == 15
         assert sum(1 for f in flood if not f.done()) >= PER_TENANT
 
         # A tenant's share: the searches beyond it are refused at once, with Retry-After.
