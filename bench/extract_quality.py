@@ -255,9 +255,10 @@ def _share(labels: list[bool]) -> dict[str, float | int]:
     }
 
 
-def downstream(path: Path, names: Sequence[str], backend: str) -> dict[str, Any]:
+def downstream(path: Path, names: Sequence[str], backend: str | None) -> dict[str, Any]:
     """Recall@10 of a committed `bench locomo` run over the same conversations, overall and
-    per conversation, with the backend and command that measured it."""
+    per conversation, with the backend and command that measured it; with `backend`, a note
+    when the run's was another (its facts then came from another extractor)."""
     shown = _shown(path)
     if not path.exists():
         return {"file": shown, "missing": True}
@@ -277,7 +278,7 @@ def downstream(path: Path, names: Sequence[str], backend: str) -> dict[str, Any]
         "overall": summarize(rows)["overall"] if rows else None,
         "per_conversation": per,
     }
-    if recorded != backend:
+    if backend is not None and recorded != backend:
         out["note"] = f"measured with the {recorded!r} backend, not this run's {backend!r}"
     return out
 
@@ -332,7 +333,7 @@ def result_document(
         "per_conversation": per,
         "downstream_recall_at_10": {
             "this_extractor_from_dialogue": downstream(recall_files[0], names, backend),
-            "authors_facts": downstream(recall_files[1], names, backend),
+            "authors_facts": downstream(recall_files[1], names, None),
         },
         "llm": {
             "by_stage": {k: dict(v) for k, v in sorted(spent.stages.items())},

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 
 from common.text.keywords import normalize_keywords
 
-_WORD = re.compile(r"[A-Za-z]+(?:'[A-Za-z]+)?")
+# Hyphenated compounds stay one word: "me-time" is no first person.
+_WORD = re.compile(r"[A-Za-z]+(?:['-][A-Za-z]+)*")
 
 # First and second person, contractions included; "US" in capitals is the country.
 # fmt: off
@@ -60,21 +61,16 @@ _RELATIVE = re.compile(
     re.I,
 )
 
-_GREETING = re.compile(
-    r"^(?:hey|hi|hello|thanks|thank you|bye|goodbye|wow|cool|nice|great|awesome|ok|okay|"
-    r"sure|yeah|yep|yes|no|haha|lol|omg|congrats|congratulations|totally|absolutely|"
-    r"talk (?:to you )?soon|see you|take care|good (?:luck|night|morning))\b",
-    re.I,
-)
-# A named speaker doing no more than a social act: "Caroline thanked Melanie ...".
-_SOCIAL_VERB = re.compile(r"^\w+(?: and \w+)? (?:greet|thank|congratulat|bid|wave)", re.I)
-_SAYS_GREETING = re.compile(r"^\w+(?: and \w+)? (?:says?|said) (?:hi|hello|goodbye|bye)\b", re.I)
-# Words that carry no information about anyone's life.
+# A participant doing no more than a social act: "Caroline thanked Melanie ...".
+_SOCIAL_VERB = re.compile(r"(?:greet|thank|congratulat|bid|wave)\w*\b", re.I)
+_SAYS_GREETING = re.compile(r"(?:says?|said) (?:hi|hello|goodbye|bye)\b", re.I)
+# Words that say nothing about anyone's life: greetings, thanks, acknowledgements.
 # fmt: off
 _ACK = frozenset([
-    "thank", "thanks", "great", "awesome", "cool", "nice", "wow", "glad", "happy", "hear",
-    "good", "amazing", "lovely", "sweet", "totally", "agree", "agrees", "agreed", "yeah", "yes",
-    "haha", "lol", "congrat", "congratulation", "chat", "talk",
+    "hey", "hello", "thank", "thanks", "bye", "goodbye", "wow", "cool", "nice", "great",
+    "awesome", "okay", "sure", "yeah", "yep", "yes", "haha", "lol", "omg", "congrat",
+    "congratulation", "totally", "absolutely", "glad", "happy", "hear", "good", "amazing",
+    "lovely", "sweet", "agree", "agrees", "agreed", "chat", "talk", "soon", "care", "luck",
 ])
 # fmt: on
 _SENTENCE_END = re.compile(r"(?<!\bMr)(?<!\bMrs)(?<!\bMs)(?<!\bDr)(?<!\bSt)[.!?]+\s+(?=[A-Z])")
@@ -118,13 +114,18 @@ def names_a_participant(text: str, participants: Sequence[str]) -> bool:
 
 
 def chit_chat(text: str, participants: Sequence[str]) -> bool:
-    """A greeting, thanks or acknowledgement kept as a fact ("Thanks, Mel!", "Caroline
-    thanked Melanie for the compliment"), or a fact with no content word beyond such."""
+    """A greeting, thanks or acknowledgement kept as a fact: no content word beyond such
+    words and names ("Thanks, Mel!", "Wow, so cool!"), or a participant named doing no
+    more than a social act ("Caroline thanked Melanie for the compliment")."""
     stripped = text.strip().strip("\"'")
-    if _GREETING.match(stripped) or _SOCIAL_VERB.match(stripped) or _SAYS_GREETING.match(stripped):
-        return True
+    for name in participants:
+        for token in {name, name.split()[0]}:
+            for pattern in (_SOCIAL_VERB, _SAYS_GREETING):
+                if re.match(rf"{re.escape(token)}(?: and \w+)? {pattern.pattern}", stripped, re.I):
+                    return True
+    firsts = [name.split()[0].lower() for name in participants]
     keywords = normalize_keywords([stripped], participants)
-    return not [k for k in keywords if k not in _ACK]
+    return not [k for k in keywords if k not in _ACK and not any(f.startswith(k) for f in firsts)]
 
 
 def several_sentences(text: str) -> bool:

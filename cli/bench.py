@@ -243,7 +243,8 @@ def cmd_bench_extract(args: argparse.Namespace) -> int:
         "skip_rules": llm.skip_rules,
         "context_window_k": settings.memory.context_window_k,
         "extract_batch_turns": settings.pipeline.extract_batch_turns,
-        "embedding_model": str(settings.embedding.model_path),
+        "embedding_model": str(settings.embedding.model_path or "all-MiniLM-L6-v2"),
+        "embedding_runtime": settings.embedding.runtime,
     }
     compared = eq.compare(ctx, Path(args.conversations), Path(args.facts), args.only)
     recall_files = (

@@ -10,16 +10,7 @@ import numpy as np
 import pytest
 
 from bench.extract_quality import downstream, label_agreement, reference_facts, turn_places
-from bench.fact_faults import (
-    chit_chat,
-    fault_counts,
-    first_or_second_person,
-    names_a_participant,
-    opening_pronoun,
-    rates,
-    several_sentences,
-    unanchored_time,
-)
+from bench.fact_faults import FAULTS, fault_counts, faults_of, rates
 from bench.fact_matching import SESSION, PlacedFact, Score, assign, match
 from common.inputs.formats import parse_locomo, parse_locomo_facts
 from tests.helpers.samples import TINY_LOCOMO, TINY_LOCOMO_FACTS
@@ -94,99 +85,60 @@ def test_score_adds_and_reports_percent() -> None:
     assert Score(0, 0, 0).as_dict()["f1"] == 0.0
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("I went to a support group.", True),
-        ("Caroline loves my painting.", True),
-        ("Taking care of ourselves is vital.", True),
-        ("Caroline thinks you're brave.", True),
-        ("Melanie is swamped with her kids and work.", False),
-        ("Caroline moved to the US from Sweden.", False),
-        ("Caroline believes that one should be kind.", False),
-    ],
-)
-def test_first_or_second_person(text: str, expected: bool) -> None:
-    assert first_or_second_person(text) is expected
+# (fault, fact, whether the detector finds it), each detector with positive and negative cases
+FAULT_CASES = [
+    ("first_or_second_person", "I went to a support group.", True),
+    ("first_or_second_person", "Caroline loves my painting.", True),
+    ("first_or_second_person", "Taking care of ourselves is vital.", True),
+    ("first_or_second_person", "Caroline thinks you're brave.", True),
+    ("first_or_second_person", "Melanie is swamped with her kids and work.", False),
+    ("first_or_second_person", "Caroline moved to the US from Sweden.", False),
+    ("first_or_second_person", "Caroline believes that one should be kind.", False),
+    ("first_or_second_person", "Melanie is carving out some me-time each day.", False),
+    ("opening_pronoun", "It's a great way to relax after a long day.", True),
+    ("opening_pronoun", "She felt happy and thankful.", True),
+    ("opening_pronoun", "Their inclusivity really spoke to Caroline.", True),
+    ("opening_pronoun", "Caroline said she felt happy.", False),
+    ("opening_pronoun", "Italy is where Melanie went.", False),
+    ("unanchored_time", "Melanie is going camping next month.", True),
+    ("unanchored_time", "Caroline went to a support group yesterday.", True),
+    ("unanchored_time", "Caroline started transitioning three years ago.", True),
+    ("unanchored_time", "Melanie recently ran a charity race.", True),
+    ("unanchored_time", "Melanie went camping last Friday.", True),
+    ("unanchored_time", "Caroline went to a support group on 7 May 2023.", False),
+    ("unanchored_time", "Caroline went to a support group yesterday, May 7, 2023.", False),
+    ("unanchored_time", "Melanie ran a race last Saturday, 20 May.", False),
+    ("unanchored_time", "Melanie has been painting for two years.", False),
+    ("unanchored_time", "Caroline loves hiking.", False),
+    ("no_named_participant", "Caroline loves hiking.", False),
+    ("no_named_participant", "That charity race sounds great, Mel!", False),
+    ("no_named_participant", "Melanie's kids are excited.", False),
+    ("no_named_participant", "The transgender stories were so inspiring!", True),
+    ("no_named_participant", "The colors really blend nicely.", True),
+    ("no_named_participant", "The new car broke down.", True),
+    ("chit_chat", "Thanks, Mel!", True),
+    ("chit_chat", "Hey Caroline, good to see you!", True),
+    ("chit_chat", "Caroline thanked Melanie for the compliment.", True),
+    ("chit_chat", "Melanie congratulates Caroline.", True),
+    ("chit_chat", "Caroline says goodbye.", True),
+    ("chit_chat", "Wow, so cool, Caroline!", True),
+    ("chit_chat", "Caroline is transgender.", False),
+    ("chit_chat", "Melanie ran a charity race for mental health.", False),
+    ("chit_chat", "Caroline agrees that self-care is important.", False),
+    ("chit_chat", "Take care, Mel!", True),
+    ("chit_chat", "Yep, staying focused is key for any entrepreneur.", False),
+    ("chit_chat", "And thanks for asking, Melanie got another cat named Bailey.", False),
+    ("several_sentences", "Caroline found the stories inspiring. She felt happy.", True),
+    ("several_sentences", "Melanie ran a race! It was rewarding.", True),
+    ("several_sentences", "Caroline met Dr. Smith at the clinic.", False),
+    ("several_sentences", "Melanie ran a race on 20 May 2023.", False),
+]
 
 
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("It's a great way to relax after a long day.", True),
-        ("She felt happy and thankful.", True),
-        ("Their inclusivity really spoke to Caroline.", True),
-        ("Caroline said she felt happy.", False),
-        ("Italy is where Melanie went.", False),
-    ],
-)
-def test_opening_pronoun(text: str, expected: bool) -> None:
-    assert opening_pronoun(text) is expected
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("Melanie is going camping next month.", True),
-        ("Caroline went to a support group yesterday.", True),
-        ("Caroline started transitioning three years ago.", True),
-        ("Melanie recently ran a charity race.", True),
-        ("Melanie went camping last Friday.", True),
-        ("Caroline went to a support group on 7 May 2023.", False),
-        ("Caroline went to a support group yesterday, May 7, 2023.", False),
-        ("Melanie ran a race last Saturday, 20 May.", False),
-        ("Melanie has been painting for two years.", False),
-        ("Caroline loves hiking.", False),
-    ],
-)
-def test_unanchored_time(text: str, expected: bool) -> None:
-    assert unanchored_time(text) is expected
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("Caroline loves hiking.", True),
-        ("That charity race sounds great, Mel!", True),
-        ("Melanie's kids are excited.", True),
-        ("The transgender stories were so inspiring!", False),
-        ("The colors really blend nicely.", False),
-        ("The new car broke down.", False),
-    ],
-)
-def test_names_a_participant(text: str, expected: bool) -> None:
-    assert names_a_participant(text, PEOPLE) is expected
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("Thanks, Mel!", True),
-        ("Hey Caroline, good to see you!", True),
-        ("Caroline thanked Melanie for the compliment.", True),
-        ("Melanie congratulates Caroline.", True),
-        ("Caroline says goodbye.", True),
-        ("Wow, so cool, Caroline!", True),
-        ("Caroline is transgender.", False),
-        ("Melanie ran a charity race for mental health.", False),
-        ("Caroline agrees that self-care is important.", False),
-    ],
-)
-def test_chit_chat(text: str, expected: bool) -> None:
-    assert chit_chat(text, PEOPLE) is expected
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("Caroline found the stories inspiring. She felt happy.", True),
-        ("Melanie ran a race! It was rewarding.", True),
-        ("Caroline met Dr. Smith at the clinic.", False),
-        ("Melanie ran a race on 20 May 2023.", False),
-    ],
-)
-def test_several_sentences(text: str, expected: bool) -> None:
-    assert several_sentences(text) is expected
+@pytest.mark.parametrize(("fault", "text", "expected"), FAULT_CASES)
+def test_fault_detectors(fault: str, text: str, expected: bool) -> None:
+    assert FAULTS[fault](text, PEOPLE) is expected
+    assert (fault in faults_of(text, PEOPLE)) is expected
 
 
 def test_fault_counts_and_rates() -> None:
@@ -251,4 +203,5 @@ def test_downstream_reads_the_same_conversations_recall(tmp_path: Path) -> None:
     assert out["overall"]["recall"] == 75.0 and out["overall"]["questions"] == 2
     assert out["per_conversation"] == {"a": 75.0} and "note" not in out
     assert "not this run's 'openai'" in downstream(path, ["a", "b"], "openai")["note"]
+    assert "note" not in downstream(path, ["a"], None)  # the authors' facts: no extractor
     assert downstream(tmp_path / "none.json", ["a"], "rules")["missing"] is True
