@@ -1,5 +1,5 @@
 """`atommem bench`: LoCoMo recall, synthetic scale and the report, driven through the
-production task graph."""
+production task graph; and the extractor's facts against the authors'."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from bench import locomo, scale
+from bench import extract_quality, locomo, scale
 from bench.report import write_report
 from cli.context import context, producer, setup, store_reachable
 from common.context import MemoryContext
@@ -220,6 +221,76 @@ def _reopened() -> tuple[Producer, MemoryContext]:
 
     coord = runtime.coordination()
     return Producer(app, coord.jobs, coord.sequence), runtime.context()
+
+
+def cmd_bench_extract(args: argparse.Namespace) -> int:
+    """The configured extractor over the dialogue, matched turn by turn with the authors'
+    facts: precision, recall, F1 and the guideline faults, beside the committed downstream
+    Recall@10."""
+    eq = extract_quality
+    threshold = eq.THRESHOLD if args.threshold is None else args.threshold
+    window = eq.WINDOW if args.window is None else args.window
+    if not 0.0 < threshold < 1.0 or window < 0:
+        raise InvalidInput("--threshold must lie between 0 and 1, and --window be 0 or more")
+    _, ctx = _bench_setup(args)  # the store is a throwaway: extraction writes nothing
+    settings = runtime.settings()
+    llm = settings.llm
+    model = {"openai": llm.extractor_endpoint.model, "vllm": llm.vllm.model}.get(llm.extractor_role)
+    used = {
+        "llm_backend": llm.backend_name,
+        "extractor_role": llm.extractor_role,
+        "extractor_model": model,
+        "skip_rules": llm.skip_rules,
+        "context_window_k": settings.memory.context_window_k,
+        "extract_batch_turns": settings.pipeline.extract_batch_turns,
+        "embedding_model": str(settings.embedding.model_path or "all-MiniLM-L6-v2"),
+        "embedding_runtime": settings.embedding.runtime,
+    }
+    compared = eq.compare(ctx, Path(args.conversations), Path(args.facts), args.only)
+    recall_files = (
+        Path(args.recall_dialogue or eq.DIALOGUE_RECALL),
+        Path(args.recall_facts or eq.FACTS_RECALL),
+    )
+    command = "atommem " + shlex.join(sys.argv[1:])
+    labels = Path(args.labels or eq.THRESHOLD_LABELS)
+    doc = eq.result_document(compared, threshold, window, command, used, recall_files, labels)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    _print_extract(doc)
+    print(f"results: {out}", file=sys.stderr)
+    return 0
+
+
+def _print_extract(doc: dict[str, Any]) -> None:
+    print(
+        f"extractor {doc['settings']['llm_backend']}, cosine >= {doc['threshold']}, "
+        f"pairs at most {doc['window_turns']} turns apart"
+    )
+    print(
+        f"{'conversation':<13} {'extracted':>9} {'reference':>9} {'matched':>7}   P      R      F1"
+    )
+    rows = {**doc["per_conversation"], "overall": doc["summary"]}
+    for name, s in rows.items():
+        print(
+            f"{name:<13} {s['extracted']:>9} {s['reference']:>9} {s['matched']:>7} "
+            f"{s['precision']:6.2f} {s['recall']:6.2f} {s['f1']:6.2f}"
+        )
+    mine, theirs = doc["summary"]["faults_extracted"], doc["summary"]["faults_reference"]
+    print(f"{'fault, % of facts':<24} {'extracted':>9} {'reference':>9}")
+    for name, rate in mine["rates"].items():
+        print(f"{name:<24} {_pct(rate):>9} {_pct(theirs['rates'][name]):>9}")
+    for label, recall in doc["downstream_recall_at_10"].items():
+        if recall.get("missing"):
+            print(f"Recall@10, {label}: {recall['file']} is missing")
+            continue
+        note = f" ({recall['note']})" if "note" in recall else ""
+        overall = recall["overall"]["recall"] if recall["overall"] else None
+        print(f"Recall@10, {label}: {_pct(overall)} from {recall['file']}{note}")
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def cmd_bench_report(args: argparse.Namespace) -> int:

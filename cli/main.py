@@ -27,6 +27,7 @@ def command(module: str, name: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+cmd_bench_extract = command("cli.bench", "cmd_bench_extract")
 cmd_bench_locomo = command("cli.bench", "cmd_bench_locomo")
 cmd_bench_report = command("cli.bench", "cmd_bench_report")
 cmd_bench_scale = command("cli.bench", "cmd_bench_scale")
@@ -199,7 +200,7 @@ def _space_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _bench_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """bench locomo, bench scale, bench report."""
+    """bench locomo, bench extract, bench scale, bench report."""
     bench = sub.add_parser("bench", help="benchmarks: LoCoMo recall, report").add_subparsers(
         dest="bench", required=True
     )
@@ -230,6 +231,35 @@ def _bench_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--reuse", action="store_true", help="query the spaces already in --data-dir")
     p.add_argument("--out", required=True, help="result file (one variant) or directory (several)")
     p.set_defaults(func=cmd_bench_locomo)
+    p = bench.add_parser(
+        "extract",
+        help="the extractor's facts against the authors' pre-extracted facts, turn by turn",
+    )
+    p.add_argument("--conversations", required=True, help="a LoCoMo .json file or a directory")
+    p.add_argument(
+        "--facts", required=True, help="directory of the authors' facts with the same file names"
+    )
+    p.add_argument("--only", action="append", default=[], metavar="NAME", help="as bench locomo")
+    p.add_argument(
+        "--threshold", type=float, help="cosine a matched pair needs (default: bench/README.md's)"
+    )
+    p.add_argument("--window", type=int, help="turns a matched pair may lie apart (default 0)")
+    p.add_argument(
+        "--recall-dialogue",
+        metavar="FILE",
+        help="a bench locomo result of this extractor from the dialogue, for the downstream "
+        "Recall@10 (default: the committed one of rules)",
+    )
+    p.add_argument(
+        "--recall-facts",
+        metavar="FILE",
+        help="a bench locomo result from the authors' facts (default: the committed one)",
+    )
+    p.add_argument(
+        "--labels", metavar="FILE", help="hand-labelled pairs the threshold was chosen from"
+    )
+    p.add_argument("--out", required=True, help="result file")
+    p.set_defaults(func=cmd_bench_extract)
     p = bench.add_parser("scale", help="ingest rate and query latency on growing synthetic spaces")
     p.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
     p.add_argument("--queries", type=int, default=200, help="questions per size")

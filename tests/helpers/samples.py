@@ -1,6 +1,6 @@
 """The conversations tests feed in: the bundled sample (its file, and its sessions as API bodies),
-a one-turn session body to vary, a two-session LoCoMo conversation with three questions, and
-where the shared LoCoMo data lies."""
+a one-turn session body to vary, a two-session LoCoMo conversation with three questions and
+its facts in the authors' pre-extracted format, and where the shared LoCoMo data lies."""
 
 from __future__ import annotations
 
@@ -55,5 +55,22 @@ TINY_LOCOMO = {
          "category": 1},
         {"question": "What is Ben training for?", "answer": "marathon", "evidence": ["D1:2"],
          "category": 3},
+    ],
+}  # fmt: skip
+
+
+# The authors' pre-extracted facts format for TINY_LOCOMO: one entry per turn that yielded facts.
+TINY_LOCOMO_FACTS = {
+    "metadata": {"source_file": "tiny.json", "total_sessions": 2},
+    "results": [
+        {"session": "session_1", "session_number": 1, "session_time": "1:00 pm on 8 May, 2023",
+         "dia_id": "D1:1", "speaker": "Ana", "text": "I adopted a grey cat named Miso.",
+         "facts": ["Ana adopted a grey cat named Miso."]},
+        {"session": "session_1", "session_number": 1, "session_time": "1:00 pm on 8 May, 2023",
+         "dia_id": "D1:2", "speaker": "Ben", "text": "I am training for the Boston marathon.",
+         "facts": ["Ben is training for the Boston marathon.", "Ben likes running."]},
+        {"session": "session_2", "session_number": 2, "session_time": "2:00 pm on 20 May, 2023",
+         "dia_id": "D2:1", "speaker": "Ana", "text": "Miso knocked my vase off the shelf.",
+         "facts": ["Ana's cat Miso knocked her vase off the shelf."]},
     ],
 }  # fmt: skip
