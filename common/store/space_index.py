@@ -513,9 +513,12 @@ class SpaceIndex:
         self._profile_pending.discard(fact_id)
 
     def profile_pending(self) -> list[Fact]:
-        """The facts waiting for the profile batch, in the order of their rows."""
-        rows = sorted(self.facts.rows[f] for f in self._profile_pending)
-        return [self.facts.records[row] for row in rows]
+        """The facts waiting for the profile batch, in the order they were said (session,
+        turn, then id): the batch's profiles then do not depend on whether its facts were
+        committed in this process or read back from the store after a restart, whose rows
+        come in the store's order."""
+        facts = [self.facts.records[self.facts.rows[f]] for f in self._profile_pending]
+        return sorted(facts, key=_said_order)
 
     def put_event(self, event: Event, vector: np.ndarray) -> None:
         self.events.upsert(event.id, event, vector, event.keywords, event.summary)
@@ -583,3 +586,7 @@ class SpaceIndexCache:
     def drop(self, tenant: str, space: str) -> None:
         with self._lock:
             self._items.pop((tenant, space), None)
+
+
+def _said_order(fact: Fact) -> tuple[int, int, str]:
+    return fact.source.session_seq, min(fact.source.positions, default=-1), fact.id

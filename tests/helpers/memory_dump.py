@@ -55,3 +55,19 @@ def dump(path: Path, tenant: str, spaces: list[str]) -> dict[str, Any]:
         return out
     finally:
         store.close()
+
+
+def differences(got: dict[str, Any], want: dict[str, Any], most: int = 6) -> str:
+    """What differs between two dumps, per space and kind: the entries only one side holds
+    (at most `most` of each), so a failing comparison says what to look at."""
+    lines = []
+    for space in sorted(set(got) | set(want)):
+        for kind in ("facts", "events", "profiles"):
+            mine = set(got.get(space, {}).get(kind, []))
+            theirs = set(want.get(space, {}).get(kind, []))
+            if mine == theirs:
+                continue
+            lines.append(f"{space} {kind}: {len(mine)} got, {len(theirs)} wanted")
+            lines += [f"  only got:    {e}" for e in sorted(mine - theirs)[:most]]
+            lines += [f"  only wanted: {e}" for e in sorted(theirs - mine)[:most]]
+    return "\n".join(lines)

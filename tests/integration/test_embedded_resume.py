@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.cli import argv
-from tests.helpers.memory_dump import dump
+from tests.helpers.memory_dump import differences, dump
 from tests.helpers.workers import embedded_reference
 from workers.launch import ROOT
 
@@ -57,6 +57,6 @@ def test_interrupted_embedded_ingest_resumes_from_its_journal(tmp_path: Path, lo
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming" in resumed.stderr
     assert done_jobs(journal) == 19
-    assert dump(data / "qdrant", "default", ["conv-30"]) == dump(
-        reference / "qdrant", "default", ["conv-30"]
-    )
+    got = dump(data / "qdrant", "default", ["conv-30"])
+    want = dump(reference / "qdrant", "default", ["conv-30"])
+    assert got == want, differences(got, want)

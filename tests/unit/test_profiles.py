@@ -152,38 +152,45 @@ def test_batch_with_nothing_pending_makes_no_call(tmp_path: Path) -> None:
     assert stats.llm_calls == 0 and stats.llm_calls_skipped == 1
 
 
-def test_the_pending_facts_are_kept_apart_in_stored_order(tmp_path: Path) -> None:
+def test_the_pending_facts_are_kept_apart_in_the_order_they_were_said(tmp_path: Path) -> None:
     """The batch finds its candidates without reading every fact of the space: the index
-    keeps them, in the order of its rows, through a reload, and drops them when their batch
-    clears them or they are erased."""
+    keeps them, in the order they were said (session, turn, id) whatever the order of its
+    rows (a reload reads them in the store's), and drops them when their batch clears them
+    or they are removed."""
     ctx = make_ctx(tmp_path, scripted=False)
-    rec = session_record("s1", 0, datetime(2024, 3, 4, 10), ["Ann"])
+    first = session_record("s1", 0, datetime(2024, 3, 4, 10), ["Ann"])
+    second = session_record("s2", 1, datetime(2024, 3, 5, 10), ["Ann"])
     texts = ["Ann lives in Boston.", "Ann likes tea.", "Ann met Bo.", "Ann loves jazz."]
+    # committed turns out of order, the later session first
+    commit_facts(
+        ctx,
+        second,
+        [draft(second, "Ann plays chess.", unit(1, 1, 0, 0), ["k"], ["Ann"], profile=True)],
+    )
     drafts = [
         draft(
-            rec,
+            first,
             t,
             unit(*[float(i == j) for j in range(4)]),
             ["k"],
             ["Ann"],
-            index=i,
+            index=3 - i,
             profile=i != 2,
         )
         for i, t in enumerate(texts)
     ]
-    commit_facts(ctx, rec, drafts)
+    commit_facts(ctx, first, drafts)
     index = ctx.index("t", "s")
-    want = [f.id for f in index.facts.items() if f.profile_pending]
-    assert len(want) == 3 and [f.id for f in index.profile_pending()] == want
-    index.remove_fact(want[1])
-    assert [f.id for f in index.profile_pending()] == [want[0], want[2]]
+    said = ["Ann loves jazz.", "Ann likes tea.", "Ann lives in Boston.", "Ann plays chess."]
+    assert [f.text for f in index.profile_pending()] == said
+    order = [f.id for f in index.profile_pending()]
+    index.remove_fact(order[1])
+    assert [f.id for f in index.profile_pending()] == [order[0], *order[2:]]
     ctx.indexes.drop("t", "s")
-    reloaded = ctx.index("t", "s")  # from the store: its rows in the store's order
-    assert [f.id for f in reloaded.profile_pending()] == [
-        f.id for f in reloaded.facts.items() if f.profile_pending
-    ]
-    assert {f.id for f in reloaded.profile_pending()} == set(want)
-    profile_batch(ctx, rec)
+    reloaded = ctx.index("t", "s")  # from the store (which still holds the one removed
+    # from the index): its rows in the store's order
+    assert [f.id for f in reloaded.profile_pending()] == order
+    profile_batch(ctx, second)
     assert ctx.index("t", "s").profile_pending() == []
 
 
