@@ -89,6 +89,37 @@ def _cap_rows(
     return sp.csr_matrix((w, j, indptr), shape=shape)
 
 
+def _cap_local(
+    i: np.ndarray, j: np.ndarray, w: np.ndarray, cap: int, id_rank: np.ndarray, n: int
+) -> sp.csr_matrix:
+    """`_cap_rows` for a local graph of `n` nodes with (i, j, w) sorted by row: the same
+    entries are kept, with a row's entries in their given order. Only the rows over the
+    cap are cut, all at once on a dense block of them whose columns run in fact-id order,
+    so a row's cap-th weight (its boundary) is one partition and ties at it go to the
+    smaller ids. On a local graph of a few hundred nodes this costs a fraction of sorting
+    every entry by three keys."""
+    over = np.bincount(i, minlength=n) > cap
+    if over.any():
+        cut = over[i]
+        slot = np.cumsum(over) - 1  # a row over the cap -> its row in the block
+        column = np.empty(n, dtype=np.int64)
+        column[np.argsort(id_rank, kind="stable")] = np.arange(n)
+        at = (slot[i[cut]], column[j[cut]])
+        block = np.zeros((int(over.sum()), n))
+        block[at] = w[cut]
+        boundary = -np.partition(-block, cap - 1, axis=1)[:, cap - 1 : cap]
+        above = block > boundary
+        ties = block == boundary
+        room = cap - above.sum(axis=1, keepdims=True)
+        kept = above | (ties & (np.cumsum(ties, axis=1) <= room))
+        keep = ~cut
+        keep[cut] = kept[at]
+        i, j, w = i[keep], j[keep], w[keep]
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(i, minlength=n), out=indptr[1:])
+    return sp.csr_matrix((w, j, indptr), shape=(n, n))
+
+
 class Channels:
     """The query-independent parts of the graph for one state of a space index: the
     fact × keyword incidence with each keyword's df and non-query weight ω, and the event
@@ -369,7 +400,7 @@ class LocalGraph:
         rows = np.asarray(local, dtype=np.int64)
         i, j, w = self._entity_edges(rows, among_themselves=True)
         cap = self.cfg.max_neighbors_per_fact
-        return _cap_rows(i, j, w, cap, self._arrays.id_rank[rows], (len(local), len(local)))
+        return _cap_local(i, j, w, cap, self._arrays.id_rank[rows], len(local))
 
     def run(self, seed_rows: list[int], seed_scores: np.ndarray) -> GraphResult:
         """Expand ≤ max_hops from the seeds up to max_local_nodes, then RWR."""

@@ -394,6 +394,24 @@ def test_local_submatrix_equals_scipy_indexing_entry_for_entry() -> None:
         assert np.array_equal(ours.data, theirs.data)
 
 
+def test_the_local_cap_keeps_the_entries_of_the_three_key_sort_ties_included() -> None:
+    from common.retrieval.graph import _cap_local, _cap_rows
+
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        n = int(rng.integers(2, 60))
+        cap = int(rng.integers(1, 12))
+        # few distinct weights, so rows hold many ties at their boundary
+        dense = rng.integers(1, 4, (n, n)) * (rng.random((n, n)) < 0.4) / 4.0
+        np.fill_diagonal(dense, 0.0)
+        i, j = np.nonzero(dense)  # sorted by row, as the local entity edges come
+        id_rank = rng.permutation(n)
+        ours = _cap_local(i, j, dense[i, j], cap, id_rank, n)
+        theirs = _cap_rows(i, j, dense[i, j], cap, id_rank, (n, n))
+        assert np.array_equal(ours.toarray(), theirs.toarray())
+        assert np.all(np.diff(ours.indptr) <= cap)
+
+
 def test_turn_edges_hold_for_every_accepted_session_order() -> None:
     """Orders past 2**31 (a seq, or a start after 2038), before 1970, and up to 2**53 keep
     each session's turns linked and sessions apart; far-apart positions stay unlinked."""
