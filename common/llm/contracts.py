@@ -82,6 +82,9 @@ class ProfileCandidate(BaseModel):
     keywords: list[str]
     fact_id: str
     valid_from: datetime
+    # A trait a person holds one value of at a time (`residence`): the person's profile of
+    # that slot takes the candidate as its next version, whatever the wording of either.
+    slot: str | None = None
 
 
 class ProfileView(BaseModel):

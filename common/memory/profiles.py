@@ -81,6 +81,7 @@ def _create(index: SpaceIndex, cand: ProfileCandidate, content: str) -> Profile:
         keywords=cand.keywords,
         evidence_fact_ids=[cand.fact_id],
         t_from=cand.valid_from.date(),
+        slot=cand.slot,
     )
 
 
@@ -186,6 +187,8 @@ def run_profile_batch(
                     )
                 )
             decision = ctx.backend.update_profile(cand, views)
+        if decision.action == "create":
+            decision = _into_slot(index, cand, mask) or decision
         _apply(index, cand, decision, vectors, stats)
     vectors.settle()
     for fact in pending:
@@ -193,6 +196,26 @@ def run_profile_batch(
         vec = index.facts.vector(fact.id).copy()
         index.put_fact(cleared, vec)
         changes.fact(cleared, vec)
+
+
+def _into_slot(
+    index: SpaceIndex, cand: ProfileCandidate, mask: np.ndarray
+) -> ProfileDecision | None:
+    """A candidate of a slot the person's profiles already hold (where they live) never makes
+    a second profile of it, however little the two texts share: it is that profile's next
+    version, or an earlier one when it was said of an earlier time."""
+    if cand.slot is None:
+        return None
+    for row in np.flatnonzero(mask):
+        held = index.profiles.records[int(row)]
+        if held.slot == cand.slot and held.person == cand.person:
+            later = cand.valid_from.date() >= held.t_from
+            return ProfileDecision(
+                action="update_current" if later else "modify_history",
+                profile_id=held.id,
+                content=cand.content,
+            )
+    return None
 
 
 def _midnight(day: date) -> datetime:

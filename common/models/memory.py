@@ -204,6 +204,9 @@ class Profile(BaseModel):
     t_from: date
     history: list[ProfileVersion] = Field(default_factory=list)
     memory_version: Stamp = None
+    # A trait the person holds one value of at a time (`residence`), when the backend says so:
+    # a later statement of the slot is this profile's next version rather than a new profile.
+    slot: str | None = None
 
     def as_of(self, day: date) -> Profile | None:
         """The profile as it stood on `day`: the version then in force as its content, the

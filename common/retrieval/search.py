@@ -284,10 +284,10 @@ def search(
         else:
             hits, walk = associative(ctx, index, intent, query, vector, seeds, k, allowed)
             clock.lap("graph")
-            if explain:
-                graph = recall_graph(index, walk.graph, walk.seeds, [h.fact.id for h in hits])
-                clock.lap("explain")
     hits = _relevant(index, hits, vector, query, ctx, min_score)
+    if explain and walk is not None:  # drawn for the hits returned, the ones under the floor gone
+        graph = recall_graph(index, walk.graph, walk.seeds, [h.fact.id for h in hits])
+        clock.lap("explain")
     in_force: list[tuple[Profile, Profile | ProfileVersion, float]] = []
     if (intent.needs_profile or profiles) and mode not in ("flat", "no-profile"):
         in_force = top_profiles(ctx, tenant, space, intent, query, vector, now.date())
@@ -461,14 +461,18 @@ def _in_force(result: SearchResult, margin: float) -> list[EvidenceItem]:
     """The evidence that leads an answer about a lasting trait: a profile in force when the
     question is asked, when one matches it about as well as the best fact does (S_h within
     `margin`); of those within `margin` of the best profile, the one that began last (how
-    things stand then, which an older trait of the same kind no longer says). None for a
-    question asking when."""
+    things stand then, which an older trait of the same kind no longer says). A fact that
+    only a version no longer in force cites ('lives in Boston' before a move) is not one
+    that answers better. None for a question asking when."""
     if not result.profiles or not result.intent.needs_profile:
         return []
     if result.intent.style == "temporal":
         return []
     scores = result.profile_scores or [0.0] * len(result.profiles)
-    best_fact = max((h.relevance for h in result.hits), default=0.0)
+    cited = {f for p, _ in result.profiles for f in p.evidence_fact_ids}
+    cited |= {f for p, _ in result.profiles for v in p.history for f in v.evidence_fact_ids}
+    outdated = cited - {f for _, version in result.profiles for f in version.evidence_fact_ids}
+    best_fact = max((h.relevance for h in result.hits if h.fact.id not in outdated), default=0.0)
     if max(scores) < best_fact - margin:
         return []  # a fact answers it better: the answer comes from the facts
     close = [i for i, s in enumerate(scores) if s >= max(scores) - margin]

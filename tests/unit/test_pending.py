@@ -293,3 +293,32 @@ def test_a_fact_that_answers_better_than_any_profile_is_not_led_by_one(tmp_path:
     answered = ask(ctx, "t", "s", question, now=datetime(2024, 10, 1, 12, 0))
     assert answered.search.intent.needs_profile  # "hobby": a question about a trait
     assert answered.answer.fact_ids == ["f1"]
+
+
+def test_a_fact_of_a_version_no_longer_in_force_does_not_outrank_the_profile(
+    tmp_path: Path,
+) -> None:
+    """The old home's own fact matches 'Where does Priya live?' best, but the profile in
+    force says where she lives now: the answer leads with it; asked before the move, the old
+    fact is the one in force and still answers."""
+    from common.models.memory import Profile, ProfileVersion
+
+    question = "Where does Priya live?"
+    ctx = make_ctx(tmp_path, TableEncoder({question: Q}), scripted=False)
+    index = ctx.index("t", "s")
+    index.put_fact(stored_fact("f1", "Priya lives in Boston.", ["boston"]), Q)
+    moved = "Priya moved to Denver with her cat Mochi."
+    index.put_fact(stored_fact("f2", moved, ["denver"]), unit(0, 1, 0, 0))
+    boston = ProfileVersion(
+        content="Priya lives in Boston.", keywords=["boston"], evidence_fact_ids=["f1"],
+        t_from=datetime(2023, 5, 8).date(), t_to=datetime(2024, 6, 2).date(),
+    )  # fmt: skip
+    profile = Profile(
+        id="p1", tenant="t", space="s", person="Priya", content=moved, keywords=["denver"],
+        evidence_fact_ids=["f2"], t_from=datetime(2024, 6, 2).date(), history=[boston],
+    )  # fmt: skip
+    index.put_profile(profile, unit(0, 1, 0, 0))
+    now = ask(ctx, "t", "s", question, now=datetime(2024, 7, 1, 12, 0))
+    assert now.answer.text == moved and now.answer.fact_ids == ["profile:p1"]
+    then = ask(ctx, "t", "s", question, now=datetime(2024, 1, 1, 12, 0))
+    assert then.answer.fact_ids[0] in {"profile:p1", "f1"} and "Boston" in then.answer.text

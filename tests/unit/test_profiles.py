@@ -145,6 +145,35 @@ def test_batch_creates_then_updates_with_history_and_clears_pending(tmp_path: Pa
     assert ctx.index("t", "s").profiles.items() == [profile]
 
 
+def test_a_move_in_other_words_is_the_next_version_of_where_one_lives(tmp_path: Path) -> None:
+    """Residence is a slot: a later statement of it replaces the person's current one even
+    when the two share too little to be ranked together, and keeps what else it said; where
+    a person comes from is not a slot and stays a profile of its own."""
+    boston = "Ann lives in Boston, close to the harbor."
+    denver = "Ann moved to Denver last month with her cat Mochi."
+    ohio = "Ann is from Ohio."
+    ctx = make_ctx(tmp_path, scripted=False)
+    r1 = session_record("s1", 0, datetime(2024, 1, 10, 10), ["Ann"])
+    commit_facts(ctx, r1, [draft(r1, boston, unit(1, 0, 0, 0), ["boston"], ["Ann"], profile=True)])
+    profile_batch(ctx, r1)
+    r2 = session_record("s2", 1, datetime(2024, 6, 2, 10), ["Ann"])
+    drafts = [
+        draft(r2, denver, unit(0, 1, 0, 0), ["denver", "mochi"], ["Ann"], profile=True),
+        draft(r2, ohio, unit(0, 0, 1, 0), ["ohio"], ["Ann"], index=1, profile=True),
+    ]
+    commit_facts(ctx, r2, drafts)
+    assert profile_batch(ctx, r2).profile_changes == 2
+    index = ctx.index("t", "s")
+    home, origin = sorted(index.profiles.items(), key=lambda p: p.content != denver)
+    assert (home.content, home.slot, origin.content, origin.slot) == (
+        denver, "residence", ohio, None
+    )  # fmt: skip
+    assert [h.content for h in home.history] == [boston]
+    assert home.as_of(date(2024, 3, 1)).content == boston  # type: ignore[union-attr]
+    ctx.indexes.drop("t", "s")
+    assert ctx.index("t", "s").profiles.get(home.id).slot == "residence"
+
+
 def test_batch_with_nothing_pending_makes_no_call(tmp_path: Path) -> None:
     ctx = make_ctx(tmp_path, scripted=False)
     rec = session_record("s1", 0, datetime(2024, 3, 4), ["Ann"])
