@@ -18,7 +18,17 @@ from api import errors, ui
 from api.body import BodyGate
 from api.deps import Services
 from api.mcp.http import McpEndpoint
-from api.routes import admin, health, memory, metrics, prom, query, sessions, spaces
+from api.routes import (
+    admin,
+    executor,
+    health,
+    memory,
+    metrics,
+    prom,
+    query,
+    sessions,
+    spaces,
+)
 from common.observability import logs, tracing
 from common.settings import Settings, get_settings
 
@@ -56,7 +66,7 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
-    for router in (health, spaces, sessions, memory, query, admin, metrics):
+    for router in (health, spaces, sessions, memory, query, admin, metrics, executor):
         app.include_router(router.router)
     ui.mount(app)  # the web inspector at /ui
     app.router.routes.append(Route("/mcp", mcp))  # the MCP server (docs/mcp.md)

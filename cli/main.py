@@ -29,6 +29,7 @@ def command(module: str, name: str) -> Callable[[argparse.Namespace], int]:
 
 cmd_bench_extract = command("cli.bench", "cmd_bench_extract")
 cmd_bench_locomo = command("cli.bench", "cmd_bench_locomo")
+cmd_bench_longmemeval = command("cli.bench", "cmd_bench_longmemeval")
 cmd_bench_report = command("cli.bench", "cmd_bench_report")
 cmd_bench_scale = command("cli.bench", "cmd_bench_scale")
 cmd_ask = command("cli.commands", "cmd_ask")
@@ -45,6 +46,9 @@ cmd_search = command("cli.commands", "cmd_search")
 cmd_space = command("cli.commands", "cmd_space")
 cmd_stats = command("cli.commands", "cmd_stats")
 cmd_demo = command("cli.demo", "cmd_demo")
+cmd_executor_export = command("cli.executor", "cmd_executor_export")
+cmd_executor_teach = command("cli.executor", "cmd_executor_teach")
+cmd_executor_train = command("cli.executor", "cmd_executor_train")
 cmd_mcp = command("cli.mcp", "cmd_mcp")
 cmd_space_compare = command("cli.rebuild", "cmd_space_compare")
 cmd_space_rebuild = command("cli.rebuild", "cmd_space_rebuild")
@@ -108,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8080, help="port (8080)")
     p.set_defaults(func=cmd_serve)
 
+    _executor_commands(sub)
     _bench_commands(sub)
     return parser
 
@@ -199,8 +204,65 @@ def _space_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=cmd_space_compare)
 
 
+def _answer_options(p: argparse.ArgumentParser, answer_help: str) -> None:
+    """--answer, --judge and --reuse of the recall benchmarks."""
+    p.add_argument("--answer", action="store_true", help=answer_help)
+    p.add_argument(
+        "--judge", action="store_true", help="with --answer and an LLM backend: LLM judge (J)"
+    )
+    p.add_argument("--reuse", action="store_true", help="query the spaces already in --data-dir")
+
+
+def _executor_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """executor teach, export, train."""
+    executor = sub.add_parser(
+        "executor", help="fine-tune the Fact Executor: teach, (review in /ui), export, train"
+    ).add_subparsers(dest="action", required=True)
+    where = "the samples file (default: executor.samples_path, under --data-dir when given)"
+    p = executor.add_parser(
+        "teach", help="a teacher model's facts for the sessions of a space or file, as samples"
+    )
+    p.add_argument("inputs", nargs="+", metavar="SPACE|FILE", help="spaces, files or directories")
+    p.add_argument("--teacher", metavar="URL", help="an OpenAI-compatible endpoint's base URL")
+    p.add_argument("--model", help="the teacher's model name (executor.teacher.model)")
+    p.add_argument("--samples", help=where)
+    p.add_argument("--format", default="auto", choices=["auto", "session", "locomo"])
+    p.add_argument("--max-samples", type=int, help="stop after this many new samples")
+    p.add_argument("--budget-tokens", type=int, help="stop once the teacher spent this many tokens")
+    p.set_defaults(func=cmd_executor_teach)
+    p = executor.add_parser(
+        "export", help="reviewed samples as a chat-format SFT dataset, split by conversation"
+    )
+    p.add_argument("--samples", help=where)
+    p.add_argument("--out", required=True, help="directory for train/validation.jsonl, stats")
+    p.add_argument("--validation", type=float, default=0.1, help="conversations held out (0.1)")
+    p.add_argument("--seed", default="atommem", help="the split's seed")
+    p.add_argument("--json", action="store_true", help="the statistics as JSON")
+    p.set_defaults(func=cmd_executor_export)
+    p = executor.add_parser(
+        "train", help="LoRA SFT of a local causal LM on an exported dataset (needs [executor])"
+    )
+    p.add_argument("--model", required=True, help="a local model directory (or a cached hub id)")
+    p.add_argument("--data", required=True, help="the export's directory")
+    p.add_argument("--out", required=True, help="checkpoints and the final adapter")
+    p.add_argument("--rank", type=int, default=128, help="LoRA rank (the paper's 128)")
+    p.add_argument("--alpha", type=int, default=256, help="LoRA alpha (256)")
+    p.add_argument("--lr", type=float, default=5e-5, help="learning rate (the paper's 5e-5)")
+    p.add_argument("--batch-size", type=int, default=1, help="per device (1)")
+    p.add_argument("--grad-accum", type=int, default=8, help="steps per update: effective batch 8")
+    p.add_argument("--epochs", type=float, default=3.0, help="the paper's 3")
+    p.add_argument("--max-length", type=int, default=4096, help="tokens per example")
+    p.add_argument("--save-steps", type=int, default=100, help="a checkpoint every N updates")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument(
+        "--gradient-checkpointing", action="store_true", help="less GPU memory, ~30%% slower"
+    )
+    p.add_argument("--restart", action="store_true", help="ignore existing checkpoints")
+    p.set_defaults(func=cmd_executor_train)
+
+
 def _bench_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """bench locomo, bench extract, bench scale, bench report."""
+    """bench locomo, bench longmemeval, bench extract, bench scale, bench report."""
     bench = sub.add_parser("bench", help="benchmarks: LoCoMo recall, report").add_subparsers(
         dest="bench", required=True
     )
@@ -224,13 +286,34 @@ def _bench_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="only the conversation of this file stem, e.g. conv-26 (repeatable): a fold",
     )
     p.add_argument("--k", type=int, default=10)
-    p.add_argument("--answer", action="store_true", help="also answer and score F1 and BLEU-1")
-    p.add_argument(
-        "--judge", action="store_true", help="with --answer and an LLM backend: LLM judge (J)"
-    )
-    p.add_argument("--reuse", action="store_true", help="query the spaces already in --data-dir")
+    _answer_options(p, "also answer and score F1 and BLEU-1")
     p.add_argument("--out", required=True, help="result file (one variant) or directory (several)")
     p.set_defaults(func=cmd_bench_locomo)
+    p = bench.add_parser(
+        "longmemeval",
+        help="LongMemEval's session- and turn-level retrieval scores per question type",
+    )
+    p.add_argument(
+        "--data",
+        required=True,
+        metavar="FILE",
+        help="an official file: longmemeval_oracle.json, longmemeval_s.json or longmemeval_m.json",
+    )
+    p.add_argument("--variant", default="full", help="full (default), flat, no-graph or no-profile")
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="QUESTION_ID",
+        help="only this question (repeatable)",
+    )
+    p.add_argument("--limit", type=int, help="only the first N questions (after --only)")
+    p.add_argument(
+        "--k", type=int, default=50, help="facts retrieved per question, ranked into sessions (50)"
+    )
+    _answer_options(p, "also answer and score F1")
+    p.add_argument("--out", required=True, help="result file")
+    p.set_defaults(func=cmd_bench_longmemeval)
     p = bench.add_parser(
         "extract",
         help="the extractor's facts against the authors' pre-extracted facts, turn by turn",

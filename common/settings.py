@@ -298,11 +298,26 @@ class VLLMSettings(BaseModel):
 
     model: str = Field(default="Qwen/Qwen2.5-7B-Instruct", description="a local path or hub id")
     lora_path: Path | None = Field(default=None, description="the SFT Fact Executor adapter")
-    lora_rank: int = 64
+    # The paper's LoRA rank; vLLM's `max_lora_rank` must be at least the adapter's.
+    lora_rank: int = 128
     gpu_memory_utilization: float = Field(default=0.85, gt=0.0, le=1.0)
     max_model_len: int = 8192
     tensor_parallel_size: int = 1
     dtype: str = "auto"
+
+
+class ExecutorSettings(BaseModel):
+    """The Fact Executor's fine-tuning (docs/llm.md): where teacher samples and their review
+    log live, and the teacher that writes them."""
+
+    samples_path: Path = Field(
+        default=Path(".atommem/executor/samples.jsonl"),
+        description="teacher samples (JSONL); the review log is written beside it",
+    )
+    teacher: LLMEndpoint = Field(
+        default_factory=lambda: LLMEndpoint(model="teacher"),
+        description="any OpenAI-compatible endpoint; `--teacher URL` sets base_url",
+    )
 
 
 LLMBackendName = Literal["rules", "openai", "vllm"]
@@ -565,6 +580,7 @@ class Settings(BaseSettings):
     graph: GraphSettings = GraphSettings()
     rules: RulesSettings = RulesSettings()
     llm: LLMSettings = LLMSettings()
+    executor: ExecutorSettings = ExecutorSettings()
     broker: BrokerSettings = BrokerSettings()
     pipeline: PipelineSettings = PipelineSettings()
     fair: FairSettings = FairSettings()
@@ -580,7 +596,10 @@ class Settings(BaseSettings):
         pipeline = self.pipeline.model_copy(
             update={"coordination_path": root / "coordination.sqlite"}
         )
-        return self.model_copy(update={"store": store, "pipeline": pipeline})
+        executor = self.executor.model_copy(
+            update={"samples_path": root / "executor" / "samples.jsonl"}
+        )
+        return self.model_copy(update={"store": store, "pipeline": pipeline, "executor": executor})
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

@@ -8,8 +8,10 @@ its children. One engine serves every call of a process, and each call is one ba
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from common.llm.transport import ChatRequest, Completion, LLMError
@@ -96,8 +98,18 @@ def to_completion(output: Any) -> Completion:
     )
 
 
+def adapter_rank(adapter: Path) -> int | None:
+    """The LoRA rank in an adapter's `adapter_config.json` (None when it has none)."""
+    config = adapter / "adapter_config.json"
+    if not config.is_file():
+        return None
+    rank = json.loads(config.read_text(encoding="utf-8")).get("r")
+    return int(rank) if rank is not None else None
+
+
 def engine_kwargs(cfg: VLLMSettings) -> dict[str, Any]:
-    """`vllm.LLM` constructor arguments for these settings."""
+    """`vllm.LLM` constructor arguments for these settings; an adapter of a higher rank than
+    the engine allows fails here, by name, rather than inside vLLM."""
     kwargs: dict[str, Any] = {
         "model": cfg.model,
         "tensor_parallel_size": cfg.tensor_parallel_size,
@@ -106,6 +118,12 @@ def engine_kwargs(cfg: VLLMSettings) -> dict[str, Any]:
         "max_model_len": cfg.max_model_len,
     }
     if cfg.lora_path is not None:
+        rank = adapter_rank(cfg.lora_path)
+        if rank is not None and rank > cfg.lora_rank:
+            raise LLMError(
+                f"the adapter {cfg.lora_path} has LoRA rank {rank}, above "
+                f"llm.vllm.lora_rank={cfg.lora_rank}: set ATOMMEM_LLM__VLLM__LORA_RANK={rank}"
+            )
         kwargs.update(enable_lora=True, max_lora_rank=cfg.lora_rank)
     return kwargs
 

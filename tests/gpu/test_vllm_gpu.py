@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -78,3 +79,43 @@ def test_batch_of_two_guided_json_requests(transport: VLLMTransport) -> None:
         assert set(json.loads(result.text)) == {"city", "year"}
         assert result.prompt_tokens > 0
         assert result.completion_tokens > 0
+
+
+@pytest.mark.filterwarnings("default::UserWarning")
+def test_a_lora_adapter_as_training_saves_it_is_served(tmp_path: Path) -> None:
+    """A PEFT LoRA adapter of the model (as `atommem executor train` saves one; untrained, so
+    it leaves the model's answers as they are) loaded by the engine and asked for in every
+    request of a batch."""
+    pytest.importorskip("peft", reason="peft is not installed (pip install 'atommem[executor]')")
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model = os.environ[MODEL_ENV]
+    base = AutoModelForCausalLM.from_pretrained(model, dtype=torch.bfloat16)
+    lora = LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM")
+    get_peft_model(base, lora).save_pretrained(str(tmp_path / "adapter"))
+    vllm_engine.clear_engines()
+    cfg = VLLMSettings(
+        model=model,
+        lora_path=tmp_path / "adapter",
+        lora_rank=8,
+        gpu_memory_utilization=0.5,
+        max_model_len=2048,
+    )
+    try:
+        done = VLLMTransport(cfg, temperature=0.0, seed=42).complete(
+            [
+                ChatRequest(
+                    stage="extract",
+                    messages=[{"role": "user", "content": "Name a city in France."}],
+                    schema=SCHEMA,
+                    schema_name="City",
+                    max_tokens=128,
+                )
+            ]
+        )
+    finally:
+        vllm_engine.clear_engines()
+    assert done[0].error is None, done[0].error
+    assert set(json.loads(done[0].text)) == {"city", "year"}

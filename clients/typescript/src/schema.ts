@@ -534,6 +534,68 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/executor/samples": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Samples
+         * @description The tenant's samples in the order taught, from `offset` among those in `state`, each
+         *     with its latest decision, and the review's counts.
+         */
+        get: operations["list_samples_v1_executor_samples_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/executor/summary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Review Summary
+         * @description How many samples are reviewed and excluded, and the decisions per fact.
+         */
+        get: operations["review_summary_v1_executor_summary_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/executor/samples/{sample_id}/decisions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Decide
+         * @description Log a reviewer's decision on a sample: per teacher fact accept, edit, drop or split
+         *     (422 when it does not fit the sample); it supersedes earlier ones, which stay logged.
+         */
+        post: operations["decide_v1_executor_samples__sample_id__decisions_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -739,6 +801,41 @@ export interface components {
             superseded: string[];
         };
         /**
+         * Decision
+         * @description A verdict as logged: on which sample, when.
+         */
+        Decision: {
+            /** Facts */
+            facts?: components["schemas"]["FactDecision"][];
+            /**
+             * Excluded
+             * @description the whole sample left out of training
+             * @default false
+             */
+            excluded?: boolean;
+            /** Reviewer */
+            reviewer: string;
+            /**
+             * Schema
+             * @default atommem.executor.decision
+             * @constant
+             */
+            schema?: "atommem.executor.decision";
+            /**
+             * Version
+             * @default 1
+             * @constant
+             */
+            version?: 1;
+            /** Sample Id */
+            sample_id: string;
+            /**
+             * At
+             * Format: date-time
+             */
+            at: string;
+        };
+        /**
          * EndpointCounters
          * @description One endpoint's counters since Redis last lost them (they are never reset otherwise).
          */
@@ -891,6 +988,22 @@ export interface components {
              * @description why it is corrected, kept in the fact's history
              */
             reason?: string | null;
+        };
+        /**
+         * FactDecision
+         * @description What became of one teacher fact.
+         */
+        FactDecision: {
+            /**
+             * Action
+             * @enum {string}
+             */
+            action: "accept" | "edit" | "drop" | "split";
+            /**
+             * Texts
+             * @description the fact's text after review
+             */
+            texts?: string[];
         };
         /**
          * FactHistory
@@ -1225,6 +1338,8 @@ export interface components {
             /** History */
             history?: components["schemas"]["ProfileVersion"][];
             memory_version?: components["schemas"]["MemoryVersion"] | null;
+            /** Slot */
+            slot?: string | null;
         };
         /** ProfileHit */
         ProfileHit: {
@@ -1261,6 +1376,37 @@ export interface components {
              * Format: date
              */
             t_to: string;
+        };
+        /**
+         * Provenance
+         * @description Who wrote the target facts, with which prompt, when, and at what cost.
+         */
+        Provenance: {
+            /** Teacher Model */
+            teacher_model: string;
+            /** Teacher Url */
+            teacher_url: string;
+            /** Prompt Stage */
+            prompt_stage: string;
+            /** Prompt Version */
+            prompt_version: string;
+            /**
+             * At
+             * Format: date-time
+             */
+            at: string;
+            /**
+             * Prompt Tokens
+             * @default 0
+             */
+            prompt_tokens?: number;
+            /**
+             * Completion Tokens
+             * @default 0
+             */
+            completion_tokens?: number;
+            /** Finish Reason */
+            finish_reason?: string | null;
         };
         /** QueryBody */
         QueryBody: {
@@ -1360,6 +1506,54 @@ export interface components {
             local_nodes: number;
             /** Edges Total */
             edges_total: number;
+        };
+        /** SamplePage */
+        SamplePage: {
+            /**
+             * Total
+             * @description samples matching the filter
+             */
+            total: number;
+            /** Items */
+            items: components["schemas"]["SampleView"][];
+            summary: components["schemas"]["Summary"];
+        };
+        /**
+         * SampleView
+         * @description A sample as a reviewer reads it (the prompt's instruction left out: it is the same for
+         *     every sample of a prompt version).
+         */
+        SampleView: {
+            /**
+             * Index
+             * @description the sample's place among the tenant's samples
+             */
+            index: number;
+            /** Id */
+            id: string;
+            /** Conversation */
+            conversation: string;
+            /** Session Id */
+            session_id: string;
+            /**
+             * Started At
+             * Format: date-time
+             */
+            started_at: string;
+            /** Participants */
+            participants: string[];
+            /** Context */
+            context: components["schemas"]["Turn"][];
+            /** Turns */
+            turns: components["schemas"]["Turn"][];
+            /**
+             * Facts
+             * @description the teacher's facts
+             */
+            facts: string[];
+            provenance: components["schemas"]["Provenance"];
+            /** @description the latest decision, if any */
+            decision: components["schemas"]["Decision"] | null;
         };
         /**
          * SearchFilters
@@ -1591,6 +1785,37 @@ export interface components {
             /** Turns */
             turns: components["schemas"]["Turn"][];
         };
+        /**
+         * Summary
+         * @description How far the review has come, and what it decided.
+         */
+        Summary: {
+            /** Samples */
+            samples: number;
+            /** Reviewed */
+            reviewed: number;
+            /** Excluded */
+            excluded: number;
+            /**
+             * Decisions
+             * @description decisions logged, superseded ones included
+             */
+            decisions: number;
+            /**
+             * Actions
+             * @description per fact, in the latest decisions
+             */
+            actions: {
+                [key: string]: number;
+            };
+            /**
+             * Reviewers
+             * @description samples each reviewer decided last
+             */
+            reviewers: {
+                [key: string]: number;
+            };
+        };
         /** Tenant */
         Tenant: {
             /** Name */
@@ -1677,6 +1902,22 @@ export interface components {
             image_caption: string;
         } | {
             facts: unknown[];
+        };
+        /**
+         * Verdict
+         * @description A reviewer's decision on a sample, as the inspector sends it.
+         */
+        Verdict: {
+            /** Facts */
+            facts?: components["schemas"]["FactDecision"][];
+            /**
+             * Excluded
+             * @description the whole sample left out of training
+             * @default false
+             */
+            excluded?: boolean;
+            /** Reviewer */
+            reviewer: string;
         };
     };
     responses: never;
@@ -4747,6 +4988,253 @@ export interface operations {
             };
             /** @description This key may not use the route: the admin key holds no memory, a tenant's key manages no tenants */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over `api.max_body_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request breaks the schema or a rule the schema cannot state; the detail names each field and what is wrong with it, separated by '; ' */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Redis, which holds keys, jobs and queues, does not answer, or the store cannot write (its disk is full or read-only) */
+            503: {
+                headers: {
+                    /** @description seconds to wait before trying again */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_samples_v1_executor_samples_get: {
+        parameters: {
+            query?: {
+                offset?: number;
+                limit?: number;
+                state?: "all" | "unreviewed" | "reviewed";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SamplePage"];
+                };
+            };
+            /** @description The body is not JSON text in UTF-8: malformed, nested too deep, a lone surrogate */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description This key may not use the route: the admin key holds no memory, a tenant's key manages no tenants */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over `api.max_body_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request breaks the schema or a rule the schema cannot state; the detail names each field and what is wrong with it, separated by '; ' */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Redis, which holds keys, jobs and queues, does not answer, or the store cannot write (its disk is full or read-only) */
+            503: {
+                headers: {
+                    /** @description seconds to wait before trying again */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    review_summary_v1_executor_summary_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Summary"];
+                };
+            };
+            /** @description The body is not JSON text in UTF-8: malformed, nested too deep, a lone surrogate */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description This key may not use the route: the admin key holds no memory, a tenant's key manages no tenants */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The body is over `api.max_body_bytes` */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request breaks the schema or a rule the schema cannot state; the detail names each field and what is wrong with it, separated by '; ' */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Redis, which holds keys, jobs and queues, does not answer, or the store cannot write (its disk is full or read-only) */
+            503: {
+                headers: {
+                    /** @description seconds to wait before trying again */
+                    "Retry-After": number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    decide_v1_executor_samples__sample_id__decisions_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                sample_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["Verdict"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Decision"];
+                };
+            };
+            /** @description The body is not JSON text in UTF-8: malformed, nested too deep, a lone surrogate */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No API key, or an unknown or revoked one */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description This key may not use the route: the admin key holds no memory, a tenant's key manages no tenants */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Nothing of that name or id for this key (another tenant's is a 404 too) */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -8,6 +8,7 @@ import { events } from "./events.js";
 import { facts } from "./facts.js";
 import { overview } from "./overview.js";
 import { profiles } from "./profiles.js";
+import { review } from "./review.js";
 import { search } from "./search.js";
 import { timeline } from "./timeline.js";
 
@@ -104,7 +105,7 @@ function signIn(message) {
 }
 
 function setCrumbs(parts) {
-  const trail = [h("a", { href: "#/" }, "Spaces")];
+  const trail = [h("a", { href: "#/" }, "Spaces"), h("span", { class: "sep" }, "·"), h("a", { href: "#/review" }, "Review")];
   if (parts[0] === "spaces" && parts[1]) {
     trail.push(
       h("span", { class: "sep" }, "/"),
@@ -150,6 +151,11 @@ function spaceHeader(info, name, current) {
 
 async function resolve(parts, query) {
   if (parts.length === 0) return overview({ query });
+  if (parts[0] === "review" && parts.length <= 2) {
+    const index = parts[1] === undefined ? null : Number(parts[1]);
+    if (index !== null && !Number.isInteger(index)) throw new ApiError(404, `no sample ${parts[1]}`);
+    return review({ index });
+  }
   if (parts[0] === "spaces" && parts.length >= 2 && parts.length <= 3) {
     const name = parts[1];
     const tab = TABS.find(([id]) => id === (parts[2] ?? "timeline"));
