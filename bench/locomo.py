@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, get_args
 
@@ -26,7 +27,7 @@ from common.context import MemoryContext
 from common.errors import InvalidInput
 from common.inputs.formats import SpaceInput, load_json, read_sessions
 from common.llm import usage
-from common.models.query import AskResponse, RecallMode, SearchResponse
+from common.models.query import AskResponse, RecallMode, SearchHit, SearchResponse
 from common.models.session import Turn
 from common.settings import SimilaritySettings
 from common.store import records
@@ -171,32 +172,8 @@ def run_memory_variant(
     bar = tqdm(total=total, desc=variant, unit="q", disable=quiet)
     for conv in conversations:
         for index, qa in conv.questions:
-            started = time.perf_counter()
-            response: SearchResponse
-            # no relevance floor: Recall@k as the paper scores it (bench.relevance_floor
-            # reports what `retrieval.min_relevance` keeps of it)
-            if answer:
-                response = client.ask(
-                    tenant, conv.name, qa["question"], k=k, mode=variant, min_score=0.0
-                )
-            else:
-                response = client.search(
-                    tenant, conv.name, qa["question"], k=k, mode=variant, min_score=0.0
-                )
-            stages.setdefault("through_query_worker", []).append(
-                (time.perf_counter() - started) * 1000
-            )
-            for name, ms in response.timings_ms.items():
-                stages.setdefault(name, []).append(ms)
-            retrieved = [
-                {
-                    "fact_id": h.fact_id,
-                    "text": h.text,
-                    "dia_ids": h.turn_ids,
-                    "score": round(h.score, 6),
-                }
-                for h in response.hits
-            ]
+            response = query(client, tenant, conv.name, qa["question"], k, variant, answer, stages)
+            retrieved = [hit_row(h) for h in response.hits]
             said = response.answer if isinstance(response, AskResponse) else None
             row = _row(conv, index, qa, retrieved, k, said)
             if response.llm_usage:
@@ -207,6 +184,47 @@ def run_memory_variant(
             bar.update()
     bar.close()
     return rows, stages
+
+
+def query(
+    client: Any,
+    tenant: str,
+    space: str,
+    question: str,
+    k: int,
+    variant: str,
+    answer: bool,
+    stages: dict[str, list[float]],
+    as_of: datetime | None = None,
+) -> SearchResponse:
+    """One question through the query worker in `variant` mode (`ask` when `answer`), its
+    time end to end and by stage added to `stages`."""
+    started = time.perf_counter()
+    response: SearchResponse
+    # no relevance floor: Recall@k as the paper scores it (bench.relevance_floor reports what
+    # `retrieval.min_relevance` keeps of it)
+    if answer:
+        response = client.ask(
+            tenant, space, question, k=k, mode=variant, min_score=0.0, as_of=as_of
+        )
+    else:
+        response = client.search(
+            tenant, space, question, k=k, mode=variant, min_score=0.0, as_of=as_of
+        )
+    stages.setdefault("through_query_worker", []).append((time.perf_counter() - started) * 1000)
+    for name, ms in response.timings_ms.items():
+        stages.setdefault(name, []).append(ms)
+    return response
+
+
+def hit_row(hit: SearchHit) -> dict[str, Any]:
+    """A ranked fact as result files hold it, with the turns it came from."""
+    return {
+        "fact_id": hit.fact_id,
+        "text": hit.text,
+        "dia_ids": hit.turn_ids,
+        "score": round(hit.score, 6),
+    }
 
 
 def run_raw_turns(
@@ -363,24 +381,34 @@ def result_document(
     stages: dict[str, list[float]],
     ingest_stats: dict[str, Any] | None,
     settings: dict[str, Any],
+    benchmark: str = "locomo",
+    summary: Callable[[Sequence[dict[str, Any]]], dict[str, Any]] = summarize,
 ) -> dict[str, Any]:
-    """One variant's result file."""
+    """One variant's result file (of another benchmark with its own summary)."""
+    return {
+        "benchmark": benchmark,
+        "variant": variant,
+        "k": k,
+        "command": command,
+        "summary": summary(rows),
+        **query_costs(rows, stages),
+        "ingest": ingest_stats,
+        "settings": settings,
+        "questions": rows,
+    }
+
+
+def query_costs(
+    rows: Sequence[dict[str, Any]], stages: dict[str, list[float]]
+) -> dict[str, dict[str, Any] | None]:
+    """The questions' latency by stage (p50/p95/max) and their model calls and tokens."""
     order = [*STAGES, "through_query_worker"]
-    latency = {name: percentiles(stages[name]) for name in order if name in stages}
     spent = usage.Usage()
     for row in rows:
         spent.merge(usage.Usage.from_counts(row.get("llm_usage", {})))
     return {
-        "benchmark": "locomo",
-        "variant": variant,
-        "k": k,
-        "command": command,
-        "summary": summarize(rows),
-        "latency_ms": latency,
-        "ingest": ingest_stats,
+        "latency_ms": {name: percentiles(stages[name]) for name in order if name in stages},
         "llm_per_question": llm_summary(spent.as_counts(), len(rows), "per_question"),
-        "settings": settings,
-        "questions": rows,
     }
 
 

@@ -1,5 +1,5 @@
-"""Benchmark metrics: Recall@k over evidence turn ids (DESIGN §8), answer F1 and BLEU-1,
-and latency percentiles."""
+"""Benchmark metrics: Recall@k over evidence turn ids (DESIGN §8), LongMemEval's retrieval
+scores (recall_any, recall_all, NDCG), answer F1 and BLEU-1, and latency percentiles."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import re
 import string
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 # LoCoMo category numbers as they appear in the files.
 CATEGORIES: dict[int, str] = {4: "single_hop", 1: "multi_hop", 2: "temporal", 3: "open_domain"}
@@ -29,6 +29,34 @@ def recall_at_k(evidence: Iterable[str], retrieved_turns: Sequence[Iterable[str]
     for turns in retrieved_turns[:k]:
         covered.update(turns)
     return len(wanted & covered) / len(wanted)
+
+
+def first_seen(groups: Iterable[Iterable[str]]) -> list[str]:
+    """The ids of ranked items, each where it first appears: a session (or turn) ranks where
+    its best fact ranks."""
+    return list(dict.fromkeys(i for group in groups for i in group))
+
+
+def dcg(relevances: Sequence[float], k: int) -> float:
+    """Discounted cumulative gain of the first k relevances as LongMemEval's scorer sums it:
+    the first in full, the one at 1-based rank r >= 2 over log2(r), so ranks 1 and 2 weigh
+    the same."""
+    return sum(rel / math.log2(max(rank, 2)) for rank, rel in enumerate(relevances[:k], 1))
+
+
+def retrieval_scores(ranked: Sequence[str], gold: Collection[str], k: int) -> dict[str, float]:
+    """recall_any@k (some gold id in the first k), recall_all@k (every one) and ndcg_any@k of
+    a ranked id list, as LongMemEval's retrieval scorer (src/retrieval/eval_utils.py of
+    xiaowu0162/LongMemEval) defines them over a corpus that holds each gold id once. Without
+    gold ids its conventions hold: recall_any 0, recall_all 1 (nothing is missing), NDCG 0."""
+    top = ranked[:k]
+    ideal = dcg([1.0] * min(len(gold), k), k)
+    actual = dcg([1.0 if i in gold else 0.0 for i in top], k)
+    return {
+        f"recall_any@{k}": float(any(g in top for g in gold)),
+        f"recall_all@{k}": float(all(g in top for g in gold)),
+        f"ndcg_any@{k}": actual / ideal if ideal else 0.0,
+    }
 
 
 _ARTICLES = re.compile(r"\b(a|an|the|and)\b")

@@ -1,5 +1,5 @@
-"""`atommem bench`: LoCoMo recall, synthetic scale and the report, driven through the
-production task graph; and the extractor's facts against the authors'."""
+"""`atommem bench`: LoCoMo recall, LongMemEval retrieval, synthetic scale and the report,
+driven through the production task graph; and the extractor's facts against the authors'."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import extract_quality, locomo, scale
+from bench import extract_quality, locomo, longmemeval, scale
 from bench.report import write_report
 from cli.context import context, producer, setup, store_reachable
 from common.context import MemoryContext
@@ -52,13 +52,7 @@ def cmd_bench_locomo(args: argparse.Namespace) -> int:
         raise InvalidInput("--out names a directory when several variants run")
     if args.reuse and not args.data_dir and get_settings().store.qdrant_url is None:
         raise InvalidInput("--reuse queries spaces built before: pass the --data-dir holding them")
-    if args.judge and not args.answer:
-        raise InvalidInput("--judge grades answers: add --answer")
-    if args.judge and get_settings().llm.general_role == "rules":
-        raise InvalidInput(
-            "--judge needs a model for the general role (ATOMMEM_LLM__BACKEND=openai, or "
-            "ATOMMEM_LLM__GENERAL_BACKEND=openai)"
-        )
+    _check_judge(args)
     tenant, ctx = _bench_setup(args)
     judge = getattr(ctx.backend, "judge", None) if args.judge else None
     settings = runtime.settings()
@@ -70,30 +64,12 @@ def cmd_bench_locomo(args: argparse.Namespace) -> int:
             ingest_stats = locomo.counts(ctx.store, tenant, conversations, None)
         else:
             ingest_stats = locomo.ingest(client, ctx, tenant, conversations, args.quiet)
-            print(
-                f"ingest: {ingest_stats['facts']} facts, {ingest_stats['events']} events, "
-                f"{ingest_stats['profiles']} profiles in {ingest_stats['seconds']} s "
-                f"({ingest_stats['facts_per_s']} facts/s)",
-                file=sys.stderr,
-            )
-            if "ratio_to_embedding_only" in ingest_stats:
-                print(
-                    f"ingest: {ingest_stats['facts_in_per_s']} facts in/s, "
-                    f"{ingest_stats['ratio_to_embedding_only']}x the embedding-only rate "
-                    f"({ingest_stats['embedding_only_facts_per_s']} facts/s)",
-                    file=sys.stderr,
-                )
+            _print_ingest(ingest_stats)
         for conv in conversations[:1]:  # warm the query worker and the space index
             for _, qa in conv.questions[:5]:
                 client.search(tenant, conv.name, qa["question"])
     command = "atommem " + shlex.join(sys.argv[1:])
-    used = {
-        "similarity": settings.similarity.model_dump(),
-        "retrieval": settings.retrieval.model_dump(),
-        "graph": settings.graph.model_dump(),
-        "llm_backend": settings.llm.backend_name,
-        "embedding_model": str(settings.embedding.model_path),
-    }
+    used = _recall_settings()
     print(f"{'variant':<11} " + " ".join(f"{c:>11}" for c in (*CATEGORY_NAMES, "overall")))
     for variant in variants:
         if variant == "raw-turns":
@@ -124,6 +100,113 @@ def cmd_bench_locomo(args: argparse.Namespace) -> int:
 
 
 CATEGORY_NAMES = ("single_hop", "multi_hop", "temporal", "open_domain")
+
+
+def _check_judge(args: argparse.Namespace) -> None:
+    if args.judge and not args.answer:
+        raise InvalidInput("--judge grades answers: add --answer")
+    if args.judge and get_settings().llm.general_role == "rules":
+        raise InvalidInput(
+            "--judge needs a model for the general role (ATOMMEM_LLM__BACKEND=openai, or "
+            "ATOMMEM_LLM__GENERAL_BACKEND=openai)"
+        )
+
+
+def _recall_settings() -> dict[str, Any]:
+    """The settings a recall figure depends on, for its result file."""
+    settings = runtime.settings()
+    return {
+        "similarity": settings.similarity.model_dump(),
+        "retrieval": settings.retrieval.model_dump(),
+        "graph": settings.graph.model_dump(),
+        "llm_backend": settings.llm.backend_name,
+        "embedding_model": str(settings.embedding.model_path),
+    }
+
+
+def _print_ingest(stats: dict[str, Any]) -> None:
+    print(
+        f"ingest: {stats['facts']} facts, {stats['events']} events, {stats['profiles']} "
+        f"profiles in {stats['seconds']} s ({stats['facts_per_s']} facts/s)",
+        file=sys.stderr,
+    )
+    if "ratio_to_embedding_only" in stats:
+        print(
+            f"ingest: {stats['facts_in_per_s']} facts in/s, "
+            f"{stats['ratio_to_embedding_only']}x the embedding-only rate "
+            f"({stats['embedding_only_facts_per_s']} facts/s)",
+            file=sys.stderr,
+        )
+
+
+def cmd_bench_longmemeval(args: argparse.Namespace) -> int:
+    """Build one memory per question's haystack, ask every question in one variant, write the
+    official retrieval scores per question type."""
+    if args.variant not in locomo.MEMORY_VARIANTS:
+        raise InvalidInput(
+            f"unknown variant {args.variant!r}; choose from {', '.join(locomo.MEMORY_VARIANTS)}"
+        )
+    if not 1 <= args.k <= 100 or (args.limit is not None and args.limit < 1):
+        raise InvalidInput("--k must lie between 1 and 100, and --limit be 1 or more")
+    data = Path(args.data)
+    items = longmemeval.load_questions(data, args.only, args.limit)
+    if args.reuse and not args.data_dir and get_settings().store.qdrant_url is None:
+        raise InvalidInput("--reuse queries spaces built before: pass the --data-dir holding them")
+    _check_judge(args)
+    tenant, ctx = _bench_setup(args)
+    judge = getattr(ctx.backend, "judge", None) if args.judge else None
+    client = producer()
+    spaces = [item.space for item in items]
+    if args.reuse:
+        ingest_stats = locomo.counts(ctx.store, tenant, spaces, None)
+    else:
+        ingest_stats = locomo.ingest(client, ctx, tenant, spaces, args.quiet)
+        _print_ingest(ingest_stats)
+    ingest_stats["spaces"] = ingest_stats.pop("conversations")  # one per question
+    first = items[0].question
+    client.search(tenant, first.question_id, first.question)  # warm the worker and the index
+    rows, stages = longmemeval.run(
+        client, tenant, items, args.variant, args.k, args.answer, args.quiet, judge
+    )
+    command = "atommem " + shlex.join(sys.argv[1:])
+    doc = locomo.result_document(
+        args.variant, args.k, command, rows, stages, ingest_stats, _recall_settings(),
+        "longmemeval", longmemeval.summarize,
+    )  # fmt: skip
+    doc = {"data": str(data), **doc}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    _print_longmemeval(doc["summary"])
+    print(f"results: {out}", file=sys.stderr)
+    return 0
+
+
+LONGMEMEVAL_COLUMNS = (
+    ("session", "recall_all@5", "s.all@5"),
+    ("session", "ndcg_any@5", "s.ndcg@5"),
+    ("session", "recall_all@10", "s.all@10"),
+    ("session", "ndcg_any@10", "s.ndcg@10"),
+    ("turn", "recall_all@5", "t.all@5"),
+    ("turn", "ndcg_any@5", "t.ndcg@5"),
+    ("turn", "recall_all@10", "t.all@10"),
+    ("turn", "ndcg_any@10", "t.ndcg@10"),
+)
+
+
+def _print_longmemeval(summary: dict[str, dict[str, Any]]) -> None:
+    """A line per question type and overall: the scored questions (abstentions beside them),
+    recall_all and NDCG at 5 and 10 of sessions and turns, F1 and J when answered."""
+    answered = [m for m in ("f1", "judge") if m in summary["overall"]]
+    head = [label for _, _, label in LONGMEMEVAL_COLUMNS] + [m.upper() for m in answered]
+    print(f"{'question type':<26} {'n':>4} {'abs':>4} " + " ".join(f"{h:>9}" for h in head))
+    for name, entry in summary.items():
+        cells = [entry[level][metric] for level, metric, _ in LONGMEMEVAL_COLUMNS]
+        cells += [entry.get(m) for m in answered]
+        print(
+            f"{name:<26} {entry['questions']:>4} {entry['abstention']:>4} "
+            + " ".join(f"{_pct(c):>9}" for c in cells)
+        )
 
 
 def _cell(value: float | None) -> str:

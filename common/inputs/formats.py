@@ -40,7 +40,7 @@ class SessionFile(BaseModel):
     sessions: list[dict[str, Any]]
 
 
-def _explain(exc: ValidationError) -> str:
+def explain(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors()[:5]:
         where = ".".join(str(p) for p in err["loc"]) or "(top level)"
@@ -49,13 +49,13 @@ def _explain(exc: ValidationError) -> str:
     return "; ".join(parts) + (f" (and {more} more)" if more > 0 else "")
 
 
-def _session(data: dict[str, Any], where: str) -> SessionInput:
+def checked_session(data: dict[str, Any], where: str) -> SessionInput:
     """A session, held to the API's rules for its id and time as well, so a space built from
     files serves every session through the API alike."""
     try:
         session = SessionInput.model_validate(data)
     except ValidationError as exc:
-        raise InvalidInput(f"{where}: {_explain(exc)}") from None
+        raise InvalidInput(f"{where}: {explain(exc)}") from None
     try:
         check_session_id(session.session_id)
     except ValueError as exc:
@@ -71,11 +71,11 @@ def parse_session_document(doc: Any, where: str) -> SpaceInput:
     if not isinstance(doc, dict):
         raise InvalidInput(f"{where}: expected a JSON object, got {type(doc).__name__}")
     if "sessions" not in doc:
-        return SpaceInput(space=doc.get("space"), sessions=[_session(doc, where)])
+        return SpaceInput(space=doc.get("space"), sessions=[checked_session(doc, where)])
     try:
         wrapper = SessionFile.model_validate(doc)
     except ValidationError as exc:
-        raise InvalidInput(f"{where}: {_explain(exc)}") from None
+        raise InvalidInput(f"{where}: {explain(exc)}") from None
     if not wrapper.sessions:
         raise InvalidInput(f"{where}: 'sessions' is empty")
     sessions = []
@@ -86,7 +86,7 @@ def parse_session_document(doc: Any, where: str) -> SpaceInput:
         if "participants" not in data and wrapper.participants is not None:
             data["participants"] = wrapper.participants
         data.setdefault("seq", i)
-        sessions.append(_session(data, f"{where}: sessions.{i}"))
+        sessions.append(checked_session(data, f"{where}: sessions.{i}"))
     return SpaceInput(space=wrapper.space, sessions=sessions)
 
 
@@ -144,7 +144,7 @@ def parse_locomo(doc: Any, where: str) -> SpaceInput:
             "turns": turns,
             "seq": n,
         }
-        sessions.append(_session(data, f"{where}: session_{n}"))
+        sessions.append(checked_session(data, f"{where}: session_{n}"))
     return SpaceInput(space=_sample_name(doc, where), sessions=sessions)
 
 
@@ -195,7 +195,7 @@ def parse_locomo_facts(doc: Any, where: str, participants: list[str] | None = No
             "turns": slot["turns"],
             "seq": n,
         }
-        sessions.append(_session(data, f"{where}: session {n}"))
+        sessions.append(checked_session(data, f"{where}: session {n}"))
     return SpaceInput(space=_sample_name(doc, where), sessions=sessions)
 
 

@@ -1,6 +1,7 @@
 """The conversations tests feed in: the bundled sample (its file, and its sessions as API bodies),
 a one-turn session body to vary, a two-session LoCoMo conversation with three questions and
-its facts in the authors' pre-extracted format, and where the shared LoCoMo data lies."""
+its facts in the authors' pre-extracted format, where the shared LoCoMo data lies, and a
+small file in LongMemEval's schema."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ from workers.launch import ROOT
 
 SAMPLE = ROOT / "cli" / "samples" / "sample_conversation.json"
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo"
+# Six LongMemEval questions in the official files' schema, one of each kind the scorer treats
+# apart: evidence in one session or two, sessions listed out of time order, the answer said
+# by the assistant, an abstention (`_abs`).
+TINY_LONGMEMEVAL = ROOT / "tests" / "helpers" / "longmemeval_tiny.json"
 
 
 def sample_sessions() -> list[dict[str, Any]]:
