@@ -1,7 +1,7 @@
 """The offline `rules` backend: deterministic, no model, honest about being weaker than an LLM.
 
-It splits turns into sentences, rewrites first and second person as speaker names, anchors
-relative times, and decides verification, event links and profile changes by similarity
+Its facts come from `rules_extract` (sentences that name their speaker, anchored against the
+session day); it decides verification, event links and profile changes by similarity
 thresholds and a few patterns. It never claims to be the paper's Fact Executor.
 """
 
@@ -28,47 +28,10 @@ from common.llm.contracts import (
     QueryIntent,
     VerifyDecision,
 )
-from common.models.session import Turn
+from common.llm.rules_extract import extract_window
 from common.settings import MemorySettings, RulesSettings
 from common.text.keywords import extract_keywords, normalize_keywords
-from common.text.timeanchor import anchor_text, describe, find_mentions
-
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'])")
-_GREETING = re.compile(
-    r"^(hey|hi|hello|thanks|thank you|wow|bye|see you|take care|good night|good morning|"
-    r"sounds good|that's great|that's awesome|congrats|congratulations|cool|nice|awesome|"
-    r"great|yeah|yes|no|ok|okay|sure|haha|lol|omg)\b[^.!?]*[.!?]?$",
-    re.I,
-)
-
-# "I am" -> "X is": verb forms that change when the subject becomes a third person.
-_FIRST_PERSON = [
-    (r"\bI'm\b|\bI am\b", "{s} is"),
-    (r"\bI've\b|\bI have\b", "{s} has"),
-    (r"\bI'll\b|\bI will\b", "{s} will"),
-    (r"\bI'd\b", "{s} would"),
-    (r"\bI was\b", "{s} was"),
-    (r"\bI do\b", "{s} does"),
-    (r"\bI don't\b", "{s} doesn't"),
-    (r"\bI\b", "{s}"),
-    (r"\bmyself\b", "{s}"),
-    (r"\b[Mm]y\b", "{s}'s"),
-    (r"\b[Mm]ine\b", "{s}'s"),
-    (r"\b[Mm]e\b", "{s}"),
-    (r"\b[Ww]e're\b|\b[Ww]e are\b", "{s} and others are"),
-    (r"\b[Ww]e've\b|\b[Ww]e have\b", "{s} and others have"),
-    (r"\b[Ww]e\b", "{s} and others"),
-    (r"\b[Oo]ur\b", "{s}'s"),
-    (r"\b[Uu]s\b", "{s} and others"),
-]
-_SECOND_PERSON = [
-    (r"\b[Yy]ou're\b|\b[Yy]ou are\b", "{l} is"),
-    (r"\b[Yy]ou've\b|\b[Yy]ou have\b", "{l} has"),
-    (r"\b[Yy]ou were\b", "{l} was"),
-    (r"\b[Yy]our\b", "{l}'s"),
-    (r"\b[Yy]ourself\b", "{l}"),
-    (r"\b[Yy]ou\b", "{l}"),
-]
+from common.text.timeanchor import describe, find_mentions
 
 ASPECTS: dict[str, re.Pattern[str]] = {
     "preference": re.compile(
@@ -97,6 +60,12 @@ ASPECTS: dict[str, re.Pattern[str]] = {
         r"wishes to|intends? to)\b"
     ),
     "health": re.compile(r"\b(allergic|diagnosed|condition|diet|injur\w+|illness|therapy)\b"),
+}
+
+# The aspects a person holds one value of at a time, as a fact states them (a profile slot):
+# where they live now, and not where they come from.
+_SLOTS: dict[str, re.Pattern[str]] = {
+    "residence": re.compile(r"\b(lives? in|moved to|relocated to)\b"),
 }
 
 _TEMPORAL_Q = re.compile(
@@ -131,6 +100,12 @@ def aspect_of(text: str) -> str | None:
     return None
 
 
+def _slot(aspect: str, text: str) -> str | None:
+    """`aspect` when the fact states it as a slot, one value at a time."""
+    pattern = _SLOTS.get(aspect)
+    return aspect if pattern is not None and pattern.search(text.lower()) else None
+
+
 def _subject(text: str, names: list[str]) -> str | None:
     """The participant a fact is about: the one named first, if the sentence starts with it."""
     first = None
@@ -141,83 +116,6 @@ def _subject(text: str, names: list[str]) -> str | None:
             if m and m.start() < first_pos:
                 first, first_pos = name, m.start()
     return first if first is not None and first_pos <= 3 else None
-
-
-_BASE_VERBS = frozenset(
-    [
-        "agree",
-        "believe",
-        "buy",
-        "cook",
-        "do",
-        "drive",
-        "eat",
-        "enjoy",
-        "feel",
-        "find",
-        "get",
-        "go",
-        "guess",
-        "hate",
-        "have",
-        "hope",
-        "keep",
-        "know",
-        "like",
-        "live",
-        "love",
-        "make",
-        "mean",
-        "miss",
-        "need",
-        "own",
-        "paint",
-        "plan",
-        "play",
-        "prefer",
-        "read",
-        "remember",
-        "run",
-        "see",
-        "study",
-        "take",
-        "teach",
-        "think",
-        "try",
-        "use",
-        "visit",
-        "volunteer",
-        "want",
-        "watch",
-        "wish",
-        "work",
-        "write",
-    ]
-)
-_ADVERBS = "(?:(?:now|also|really|still|always|usually|often|just|never|only|actually) )?"
-
-
-def _third_person_verb(verb: str) -> str:
-    if verb == "have":
-        return "has"
-    if verb.endswith(("s", "sh", "ch", "x", "o")):
-        return verb + "es"
-    if verb.endswith("y") and verb[-2:-1] not in "aeiou":
-        return verb[:-1] + "ies"
-    return verb + "s"
-
-
-def _agree(text: str, subject: str) -> str:
-    """'Priya love hiking' -> 'Priya loves hiking' for common verbs after a rewritten 'I'."""
-
-    def fix(m: re.Match[str]) -> str:
-        verb = m.group(2)
-        if verb.lower() not in _BASE_VERBS:
-            return m.group(0)
-        return f"{m.group(1)}{_third_person_verb(verb)}"
-
-    pattern = rf"(\b{re.escape(subject)} {_ADVERBS})([a-z]+)\b"
-    return re.sub(pattern, fix, text)
 
 
 class RulesBackend:
@@ -231,48 +129,8 @@ class RulesBackend:
 
     # --- extraction -------------------------------------------------------------------------
 
-    def _listener(self, turn: Turn, window: ExtractionWindow) -> str | None:
-        others = [p for p in window.participants if p != turn.speaker]
-        if len(others) == 1:
-            return others[0]
-        for prev in reversed(window.context + window.turns):
-            if prev.speaker != turn.speaker:
-                return prev.speaker
-        return None
-
-    def _third_person(self, sentence: str, speaker: str, listener: str | None) -> str:
-        out = sentence
-        for pattern, repl in _FIRST_PERSON:
-            out = re.sub(pattern, repl.format(s=speaker), out)
-        out = _agree(out, speaker)
-        if listener:
-            for pattern, repl in _SECOND_PERSON:
-                out = re.sub(pattern, repl.format(l=listener), out)
-        return out
-
     def extract_facts(self, window: ExtractionWindow) -> list[ExtractedFact]:
-        facts: list[ExtractedFact] = []
-        day = window.started_at.date()
-        for turn in window.turns:
-            assert turn.id is not None
-            listener = self._listener(turn, window)
-            sentences = [s.strip() for s in _SENTENCE.split(turn.text.strip()) if s.strip()]
-            if turn.image_caption:
-                sentences.append(f"I shared a photo of {turn.image_caption.strip().rstrip('.')}.")
-            for sentence in sentences:
-                if sentence.endswith("?") or _GREETING.match(sentence):
-                    continue
-                if len(normalize_keywords([sentence], window.participants)) < 2:
-                    continue
-                if len(sentence.split()) < self._rules.min_fact_words:
-                    continue
-                text = self._third_person(sentence, turn.speaker, listener)
-                text, _ = anchor_text(text, day)
-                text = text[: self._rules.max_fact_chars].strip()
-                if text and text[-1] not in ".!":
-                    text += "."
-                facts.append(ExtractedFact(text=text, turn_ids=[turn.id]))
-        return facts
+        return extract_window(window, self._rules)
 
     def extract_facts_batch(self, windows: list[ExtractionWindow]) -> list[list[ExtractedFact]]:
         return [self.extract_facts(w) for w in windows]
@@ -356,7 +214,8 @@ class RulesBackend:
         out = []
         for fact in facts:
             subject = _subject(fact.text, fact.participants)
-            if subject is None or aspect_of(fact.text) is None:
+            aspect = aspect_of(fact.text)
+            if subject is None or aspect is None:
                 continue
             out.append(
                 ProfileCandidate(
@@ -365,6 +224,7 @@ class RulesBackend:
                     keywords=fact.keywords,
                     fact_id=fact.id,
                     valid_from=fact.time.trait_start(),
+                    slot=_slot(aspect, fact.text),
                 )
             )
         return out

@@ -354,7 +354,8 @@ def test_erasing_a_session_shows_the_receipt(stack: Stack, seeded: Seeded, page:
     page.click("#erase-confirm")
     receipt = page.locator("#receipt")
     expect(receipt.locator('tr[data-key="sessions_deleted"] .ids')).to_have_text("s4")
-    expect(receipt.locator('tr[data-key="facts_deleted"] td.n')).to_have_text("5")
+    # s4's six facts: "Yes, I joined Clay Collective in Denver yesterday." is one of them
+    expect(receipt.locator('tr[data-key="facts_deleted"] td.n')).to_have_text("6")
     page.click("text=Back to the timeline")
     expect(page.locator("article.session")).to_have_count(4)
 
