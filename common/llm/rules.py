@@ -28,7 +28,7 @@ from common.llm.contracts import (
     QueryIntent,
     VerifyDecision,
 )
-from common.llm.rules_extract import extract_window
+from common.llm.rules_extract import extract_window, statement
 from common.settings import MemorySettings, RulesSettings
 from common.text.keywords import extract_keywords, normalize_keywords
 from common.text.timeanchor import describe, find_mentions
@@ -143,15 +143,17 @@ class RulesBackend:
     ) -> list[FactMetadata]:
         out = []
         for text in texts:
-            people = _names_in(text, participants) or [speaker]
-            mentions = find_mentions(text, said_at.date())
-            subject = _subject(text, participants)
+            said = statement(text)  # about its subject, not the question it answers
+            people = _names_in(said, participants) or [speaker]
+            # a time the answer leaves to the question ("What did you do last weekend?")
+            mentions = find_mentions(said, said_at.date()) or find_mentions(text, said_at.date())
+            subject = _subject(said, participants)
             out.append(
                 FactMetadata(
                     participants=people,
                     keywords=extract_keywords(text, participants, self._memory.max_keywords),
                     event_time=mentions[0].span if mentions else None,
-                    profile_worthy=subject is not None and aspect_of(text) is not None,
+                    profile_worthy=subject is not None and aspect_of(said) is not None,
                 )
             )
         return out
@@ -160,14 +162,17 @@ class RulesBackend:
 
     def verify(self, new: FactView, candidates: list[FactView]) -> VerifyDecision:
         """Replace a close fact about the same person and aspect when the new one is later."""
-        aspect = aspect_of(new.text)
+        aspect = aspect_of(statement(new.text))
         subject = _subject(new.text, new.participants)
         if aspect is None or subject is None:
             return VerifyDecision()
         for cand in candidates:
             if (cand.score or 0.0) < self._rules.conflict_threshold:
                 continue
-            if aspect_of(cand.text) != aspect or _subject(cand.text, cand.participants) != subject:
+            if (
+                aspect_of(statement(cand.text)) != aspect
+                or _subject(cand.text, cand.participants) != subject
+            ):
                 continue
             if cand.time.session < new.time.session:
                 return VerifyDecision(
@@ -213,18 +218,19 @@ class RulesBackend:
     def profile_candidates(self, facts: list[FactView]) -> list[ProfileCandidate]:
         out = []
         for fact in facts:
-            subject = _subject(fact.text, fact.participants)
-            aspect = aspect_of(fact.text)
+            said = statement(fact.text)  # a trait, not the question that drew it out
+            subject = _subject(said, fact.participants)
+            aspect = aspect_of(said)
             if subject is None or aspect is None:
                 continue
             out.append(
                 ProfileCandidate(
                     person=subject,
-                    content=fact.text,
+                    content=said,
                     keywords=fact.keywords,
                     fact_id=fact.id,
                     valid_from=fact.time.trait_start(),
-                    slot=_slot(aspect, fact.text),
+                    slot=_slot(aspect, said),
                 )
             )
         return out

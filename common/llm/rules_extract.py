@@ -5,7 +5,8 @@ Every step is a small pattern table and a function that applies it, in the order
 through them: split into sentences, strip interjections and forms of address, drop chit-chat
 and questions, rewrite first and second person as names, give a subjectless sentence its
 speaker, resolve an opening pronoun from what came before (this turn, then the previous one),
-name the speaker where the fact names nobody, anchor relative times against the session day.
+name the speaker where the fact names nobody, keep with the first fact the question the turn
+answers, anchor relative times against the session day.
 """
 
 from __future__ import annotations
@@ -179,6 +180,8 @@ _VAGUE_TIME = re.compile(
     re.I,
 )
 _ABSOLUTE_DATE = re.compile(r"\b(?:1[89]|20)\d\d\b")
+# The question a turn's first fact answers, as `question_answered` appends it.
+_ASKED = re.compile(r" \([^()]{1,80} had asked: .*$")
 
 
 def split_sentences(text: str) -> list[str]:
@@ -369,6 +372,39 @@ def _proper_words(text: str) -> set[str]:
     return {m.group(1) for m in re.finditer(r"(?<=[a-z,;] )([A-Z][\w-]*)", text)} | {"I"}
 
 
+def question_answered(previous: Turn | None, speaker: str, participants: list[str]) -> str | None:
+    """What the other person asked just before this turn, as "X had asked: …", named in the
+    third person: the turn's first fact answers it ("It felt crazy" says little until "How
+    did it feel to seal the deal?" stands beside it)."""
+    if previous is None or previous.speaker == speaker:
+        return None
+    questions = [s for s in split_sentences(previous.text) if s.endswith("?")]
+    if not questions:
+        return None
+    question = strip_address(questions[-1], participants)
+    if len(question.split()) < 3:  # "You?", "Really?": nothing to add
+        return None
+    asked = third_person(question, previous.speaker, speaker)
+    asked = re.sub(rf"\b({_AUXILIARY})(?= {re.escape(speaker)}\b)", _singular, asked)
+    return f"{previous.speaker} had asked: {asked}"
+
+
+# "Do you …?" -> "Does Priya …?": the auxiliary before a name that was "you".
+_AUXILIARY = "[Dd]o|[Hh]ave|[Aa]re|[Ww]ere"
+_SINGULAR = {"do": "does", "have": "has", "are": "is", "were": "was"}
+
+
+def _singular(m: re.Match[str]) -> str:
+    word = _SINGULAR[m.group(1).lower()]
+    return word.capitalize() if m.group(1)[0].isupper() else word
+
+
+def statement(fact: str) -> str:
+    """A fact without the question it answers: what it says of its subject."""
+    m = _ASKED.search(fact)
+    return fact[: m.start()] + "." if m else fact
+
+
 def turn_facts(
     turn: Turn,
     previous: Turn | None,
@@ -384,6 +420,7 @@ def turn_facts(
         before = third_person(previous.text, previous.speaker, turn.speaker)
         mentions = referents(before, participants)
     facts: list[str] = []
+    asked = question_answered(previous, turn.speaker, participants)
     for raw in split_sentences(turn.text):
         sentence = strip_address(raw, participants)
         if not sentence or is_chit_chat(sentence, participants, rules.min_fact_words):
@@ -401,9 +438,13 @@ def turn_facts(
         ):
             text = f"{turn.speaker} says {_lower_first(text, proper_words)}"
         facts.append(text)
+    out = [_finish(anchor(f, day), rules.max_fact_chars) for f in facts]
+    if out and asked is not None:
+        out[0] = _finish(f"{out[0][:-1]} ({anchor_text(asked, day)[0]})", rules.max_fact_chars)
     if turn.image_caption and turn.image_caption.strip():
-        facts.append(caption_fact(turn.speaker, turn.image_caption))
-    return [_finish(anchor(f, day), rules.max_fact_chars) for f in facts]
+        caption = caption_fact(turn.speaker, turn.image_caption)
+        out.append(_finish(anchor(caption, day), rules.max_fact_chars))
+    return out
 
 
 def listener_of(turn: Turn, window: ExtractionWindow) -> str | None:

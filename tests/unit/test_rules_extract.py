@@ -1,15 +1,17 @@
 """The `rules` extractor's facts from chat turns: each names its speaker, an opening pronoun is
-resolved or said by the speaker, chit-chat is dropped, relative times are anchored against the
-session day."""
+resolved or said by the speaker, chit-chat is dropped, the question a turn answers stays with
+its first fact, relative times are anchored against the session day."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from common.llm.contracts import ExtractionWindow
-from common.llm.rules_extract import extract_window, strip_address, third_person
+from common.llm.contracts import ExtractionWindow, FactView
+from common.llm.rules import RulesBackend
+from common.llm.rules_extract import extract_window, statement, strip_address, third_person
+from common.models.memory import FactTime
 from common.models.session import Turn
-from common.settings import RulesSettings
+from common.settings import MemorySettings, RulesSettings
 
 PEOPLE = ["Tom", "Priya"]
 MONDAY = datetime(2024, 3, 4, 19, 10, tzinfo=UTC)
@@ -94,3 +96,48 @@ def test_relative_time_anchored_and_vague_time_dated() -> None:
 def test_image_caption_becomes_a_shared_photo() -> None:
     out = facts(("Priya", "Look at this!"), caption="a photo of a golden retriever on a beach")
     assert out == ["Priya shared a photo of a golden retriever on a beach."]
+
+
+def test_the_first_fact_keeps_the_question_it_answers() -> None:
+    """The other person's last question, in the third person and anchored, follows the
+    answer's first fact only; what the answer says is the fact without it."""
+    out = facts(
+        ("Priya", "Congrats on the deal! How did it feel to sign it last week?"),
+        (
+            "Tom",
+            "Thanks! It felt like all those training hours paid off. "
+            "I took my whole team out for dinner.",
+        ),
+    )
+    assert out == [
+        "Tom says it felt like all those training hours paid off (Priya had asked: How did it"
+        " feel to sign it in the week of 26 February 2024?).",
+        "Tom took Tom's whole team out for dinner.",
+    ]
+    assert statement(out[0]) == "Tom says it felt like all those training hours paid off."
+    assert statement(out[1]) == out[1]
+
+
+def test_no_question_kept_without_one_asked_by_the_other_person() -> None:
+    answer = ("Tom", "I adopted a beagle puppy named Biscuit.")
+    expected = ["Tom adopted a beagle puppy named Biscuit."]
+    assert facts(("Priya", "I started a pottery class."), answer) == expected
+    assert facts(("Tom", "Did I tell you my news?"), answer) == expected  # his own question
+    assert facts(("Priya", "And you?"), answer) == expected  # too short to add anything
+
+
+def test_a_profile_is_the_statement_without_the_question() -> None:
+    """The question drawn out of the other person ("Where do you live now?") is no part of the
+    trait, and neither is its asker a participant of the fact."""
+    [text] = facts(("Tom", "Where do you live these days?"), ("Priya", "I live in Denver now."))
+    assert text == "Priya lives in Denver now (Tom had asked: Where does Priya live these days?)."
+    backend = RulesBackend(RulesSettings(), MemorySettings())
+    [meta] = backend.fact_metadata([text], "Priya", PEOPLE, MONDAY)
+    assert meta.participants == ["Priya"] and meta.profile_worthy
+    view = FactView(
+        id="f1", text=text, participants=["Priya"], keywords=meta.keywords,
+        time=FactTime(session=MONDAY),
+    )  # fmt: skip
+    [candidate] = backend.profile_candidates([view])
+    assert candidate.content == "Priya lives in Denver now."
+    assert candidate.slot == "residence"
