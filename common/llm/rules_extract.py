@@ -201,7 +201,8 @@ def _short_forms(participants: list[str]) -> str:
 def strip_address(sentence: str, participants: list[str]) -> str:
     """Drop interjections and the name a sentence is addressed to: "Wow, Mel! ..." -> "..."."""
     names = _short_forms(participants)
-    vocative_front = re.compile(rf"^(?:{names})\b[,!.]*\s+(?=\S)")
+    # a name said to someone, set off by a comma or "!": "Mel, …" (not "Tom adopted …")
+    vocative_front = re.compile(rf"^(?:{names})\b\s*[,!.]+\s*(?=\S)")
     vocative_back = re.compile(rf",\s*(?:{names})\s*(?=[.!?]*$)")
     out = sentence
     while True:

@@ -82,6 +82,11 @@ def test_chit_chat_and_questions_are_dropped() -> None:
 def test_interjections_and_address_are_stripped() -> None:
     assert strip_address("Wow, Pri! I love hiking.", PEOPLE) == "I love hiking."
     assert strip_address("Yeah, I ran a race, Priya!", PEOPLE) == "I ran a race!"
+    # a name that opens a sentence as its subject is no form of address
+    assert strip_address("Tom adopted a parrot.", PEOPLE) == "Tom adopted a parrot."
+    assert facts(("Priya", "Tom adopted a parrot called Kiwi.")) == [
+        "Tom adopted a parrot called Kiwi."
+    ]
 
 
 def test_relative_time_anchored_and_vague_time_dated() -> None:
