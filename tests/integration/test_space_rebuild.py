@@ -122,17 +122,17 @@ def test_space_compare_shows_counts_differences_versions_and_recall(tmp_path: Pa
     lines = text.stdout.splitlines()
     assert lines[0].split() == ["src", "jac"]
     assert lines[1].split() == ["sessions", "4", "4"]
-    assert "facts by normalised text: 27 in both, 0 only in src, 0 only in jac" in text.stdout
+    assert "facts by normalised text: 28 in both, 0 only in src, 0 only in jac" in text.stdout
     assert "memory versions:" in text.stdout
 
     out = run(tmp_path, "space", "compare", "src", "jac", "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
-    assert report["a"]["counts"]["facts"] == report["b"]["counts"]["facts"] == 27
+    assert report["a"]["counts"]["facts"] == report["b"]["counts"]["facts"] == 28
     (label_a,) = report["a"]["versions"]
     (label_b,) = report["b"]["versions"]
     assert label_a != label_b  # the lexical channel is a memory-shaping setting
-    assert report["a"]["versions"][label_a]["facts"] == 27
+    assert report["a"]["versions"][label_a]["facts"] == 28
     hashes = {report[s]["version_details"][label]["settings_hash"] for s, label in
               (("a", label_a), ("b", label_b))}  # fmt: skip
     assert len(hashes) == 2
