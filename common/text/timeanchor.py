@@ -283,6 +283,9 @@ def anchor_text(text: str, reference: date) -> tuple[str, TimeRange | None]:
             words = describe(mention.span)
             # "on yesterday" would read "on on 7 May": drop the speaker's own preposition.
             before = re.sub(r"\b(?:on|in|during)\s+$", "", before, flags=re.I)
+            # "from last Friday" is "from 5 May", not "from on 5 May"
+            if re.search(r"\b(?:from|since|until|till|by|before|after|of|for)\s+$", before, re.I):
+                words = re.sub(r"^(?:on|in) ", "", words)
             out.extend([before, words])
         else:
             out.extend([before, mention.phrase])

@@ -143,6 +143,8 @@ def test_invalid_absolute_dates_are_ignored() -> None:
         ("I quit last year.", MONDAY, "I quit in 2022."),
         ("We met on last Friday.", MONDAY, "We met on 5 May 2023."),
         ("See you in next week.", MONDAY, "See you in the week of 15 May 2023."),
+        ("A pic from last Friday.", MONDAY, "A pic from 5 May 2023."),
+        ("Busy since last week.", MONDAY, "Busy since the week of 1 May 2023."),
         ("Yesterday I ran, tomorrow I rest.", MONDAY, "on 7 May 2023 I ran, on 9 May 2023 I rest."),
     ],
 )
