@@ -373,6 +373,16 @@ def _proper_words(text: str) -> set[str]:
     return {m.group(1) for m in re.finditer(r"(?<=[a-z,;] )([A-Z][\w-]*)", text)} | {"I"}
 
 
+# "Do you …?" -> "Does Priya …?": the auxiliary before a name that was "you".
+_AUXILIARY = "[Dd]o|[Hh]ave|[Aa]re|[Ww]ere"
+_SINGULAR = {"do": "does", "have": "has", "are": "is", "were": "was"}
+
+
+def _singular(m: re.Match[str]) -> str:
+    word = _SINGULAR[m.group(1).lower()]
+    return word.capitalize() if m.group(1)[0].isupper() else word
+
+
 def question_answered(previous: Turn | None, speaker: str, participants: list[str]) -> str | None:
     """What the other person asked just before this turn, as "X had asked: …", named in the
     third person: the turn's first fact answers it ("It felt crazy" says little until "How
@@ -388,16 +398,6 @@ def question_answered(previous: Turn | None, speaker: str, participants: list[st
     asked = third_person(question, previous.speaker, speaker)
     asked = re.sub(rf"\b({_AUXILIARY})(?= {re.escape(speaker)}\b)", _singular, asked)
     return f"{previous.speaker} had asked: {asked}"
-
-
-# "Do you …?" -> "Does Priya …?": the auxiliary before a name that was "you".
-_AUXILIARY = "[Dd]o|[Hh]ave|[Aa]re|[Ww]ere"
-_SINGULAR = {"do": "does", "have": "has", "are": "is", "were": "was"}
-
-
-def _singular(m: re.Match[str]) -> str:
-    word = _SINGULAR[m.group(1).lower()]
-    return word.capitalize() if m.group(1)[0].isupper() else word
 
 
 def statement(fact: str) -> str:
