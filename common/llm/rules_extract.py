@@ -5,8 +5,9 @@ Every step is a small pattern table and a function that applies it, in the order
 through them: split into sentences, strip interjections and forms of address, drop chit-chat
 and questions, rewrite first and second person as names, give a subjectless sentence its
 speaker, resolve an opening pronoun from what came before (this turn, then the previous one),
-name the speaker where the fact names nobody, keep with the first fact the question the turn
-answers, anchor relative times against the session day.
+join a later sentence that opens on "it", "this" or "that" to the fact before it, name the
+speaker where the fact names nobody, keep with the first fact the question the turn answers,
+anchor relative times against the session day.
 """
 
 from __future__ import annotations
@@ -28,9 +29,10 @@ _INTERJECTION = (
     r"haha+|hah|lol|omg|well|so|hmm+|um+|gosh|man|dude|thanks|thank you|thanks so much|"
     r"totally|absolutely|definitely|exactly|true|right|cool|nice|great|awesome|amazing|"
     r"congrats|congratulations|indeed|anyway|anyways|btw|by the way|honestly|oh my|"
-    r"oh wow|yay|phew|ugh|sweet|aha|yikes|dang|geez|and|but|plus|also|now)"
+    r"oh wow|yay|phew|ugh|sweet|aha|yikes|dang|geez|and|but|plus|also|now|guess what|"
+    r"long time no (?:see|talk|chat|speak))"
 )
-_OPENER = re.compile(rf"^{_INTERJECTION}\b[,!.\s]*(?=\S)", re.I)
+_OPENER = re.compile(rf"^{_INTERJECTION}\b(?!\s+for\b)[,!.\s\u2013\u2014-]*(?=\S)", re.I)
 
 # A whole sentence that only greets, thanks, agrees or signs off.
 _SOCIAL = re.compile(
@@ -44,6 +46,31 @@ _SOCIAL = re.compile(
     r"wonderful|lovely|fantastic|incredible|beautiful|sweet|fun|exciting|good|"
     r"impressive|inspiring|tough|hard|rough|crazy|wild|so true|true|gorgeous|stunning|"
     r"adorable|cute|brave|huge|interesting))\b[^.!?]{0,30}[.!?]*$",
+    re.I,
+)
+# A whole sentence, of any length, that wishes, urges or exclaims rather than tells: "Take it
+# easy and keep going", "Let's stay in touch", "Thanks for showing us", "What a moment!", and
+# a reply's "That must have been scary".
+_NO_FACT = re.compile(
+    r"^(?:take care|take it easy|enjoy\b|stay (?:safe|strong|positive|tuned|in touch|cool)|"
+    r"keep (?:going|at it|pushing|rocking|it up|up the|me posted|us posted|in touch)|"
+    r"feel free|let's|have (?:fun|a blast)|hang in|(?:best of |good )luck|go for it|"
+    r"don't (?:hesitate|give up|forget)|thanks?(?: you)?(?: so much| a lot)? for|"
+    r"what an? |(?:that|this|it) must(?:'ve| have)? be)",
+    re.I,
+)
+# The speaker saying what they did: "We went to the beach", "I also got this trophy".
+_DEED = re.compile(
+    r"^(?:I|We|Just)\b(?: (?:also|even|just|finally|recently))? (?:went|made|got|won|bought|"
+    r"adopted|started|joined|finished|moved|met|tried|learned|painted|wrote|visited|took|"
+    r"attended|baked|cooked|built|played|read|ran|signed|saw)\b",
+)
+# A goodbye that sets a meeting: "See you tomorrow at the pub" is a plan, not a pleasantry.
+_SEE_YOU = re.compile(r"^see (?:you|ya) (?=(?:tomorrow|tonight|on|next|this|at|in|there)\b)", re.I)
+# A question tagged onto a statement: "Sunflowers mean warmth, right?" states its first part.
+_TAG_QUESTION = re.compile(
+    r",\s*(?:right|huh|eh|yeah|you know|don't you think|isn't it|aren't they|wasn't it|"
+    r"didn't it|don't they|am I right)\?$",
     re.I,
 )
 
@@ -71,6 +98,7 @@ _FIRST_PERSON = [
     (r"\b[Uu]s\b", "{s} and others"),
 ]
 _SECOND_PERSON = [
+    (r"\b[Yy]ou (?:all|guys)\b|\b[Yy]'all\b", "{l} and others"),
     (r"\b[Yy]ou're\b|\b[Yy]ou are\b", "{l} is"),
     (r"\b[Yy]ou've\b|\b[Yy]ou have\b", "{l} has"),
     (r"\b[Yy]ou'll\b", "{l} will"),
@@ -165,6 +193,7 @@ _OPENING_THEY = re.compile(r"^(?:they|them|their)\b", re.I)
 _OPENING_PRONOUN = re.compile(
     r"^(?:he|she|it|they|his|her|its|their|them|him|this|that|these|those)\b", re.I
 )
+_OPENING_THING = re.compile(r"^(?:it|this|that)\b(?!-)", re.I)
 _POSSESSIVE_HER = re.compile(r"^her (?=[a-z]+ (?:is|was|are|were|has|had)\b)", re.I)
 
 # Relative times the anchoring cannot turn into a date: said as of the session day.
@@ -185,6 +214,7 @@ _ASKED = re.compile(r" \([^()]{1,80} had asked: .*$")
 
 
 def split_sentences(text: str) -> list[str]:
+    text = text.replace("\u2019", "'").replace("\u2018", "'")  # "I’m" reads as "I'm"
     return [s.strip() for s in _SENTENCE.split(text.strip()) if s.strip()]
 
 
@@ -201,8 +231,8 @@ def _short_forms(participants: list[str]) -> str:
 def strip_address(sentence: str, participants: list[str]) -> str:
     """Drop interjections and the name a sentence is addressed to: "Wow, Mel! ..." -> "..."."""
     names = _short_forms(participants)
-    # a name said to someone, set off by a comma or "!": "Mel, …" (not "Tom adopted …")
-    vocative_front = re.compile(rf"^(?:{names})\b\s*[,!.]+\s*(?=\S)")
+    # a name said to someone, set off by a comma, "!" or a dash: "Mel, …" (not "Tom adopted …")
+    vocative_front = re.compile(rf"^(?:{names})\b(?:\s*[,!.]+|\s+[-\u2013\u2014]+)\s*(?=\S)")
     vocative_back = re.compile(rf",\s*(?:{names})\s*(?=[.!?]*$)")
     out = sentence
     while True:
@@ -215,13 +245,18 @@ def strip_address(sentence: str, participants: list[str]) -> str:
     return out[:1].upper() + out[1:] if out else out
 
 
-def is_chit_chat(sentence: str, participants: list[str], min_words: int) -> bool:
-    """A question, a greeting, thanks, praise or sign-off, or too few words to hold a fact."""
-    if sentence.endswith("?") or _SOCIAL.match(sentence):
+def is_chit_chat(
+    sentence: str, participants: list[str], min_words: int, min_keywords: int = 2
+) -> bool:
+    """A question, a greeting, thanks, praise or sign-off, or too few words to hold a fact
+    (fewer than `min_keywords` content words, unless the speaker says what they did: "We
+    went to the beach")."""
+    if sentence.endswith("?") or _SOCIAL.match(sentence) or _NO_FACT.match(sentence):
         return True
     if len(sentence.split()) < min_words:
         return True
-    return len(normalize_keywords([sentence], participants)) < 2
+    keywords = len(normalize_keywords([sentence], participants))
+    return keywords < min_keywords and not (keywords == 1 and _DEED.match(sentence))
 
 
 def _third_person_verb(verb: str) -> str:
@@ -389,7 +424,9 @@ def question_answered(previous: Turn | None, speaker: str, participants: list[st
     did it feel to seal the deal?" stands beside it)."""
     if previous is None or previous.speaker == speaker:
         return None
-    questions = [s for s in split_sentences(previous.text) if s.endswith("?")]
+    # a tagged statement ("Nature is amazing, isn't it?") asks nothing the turn answers
+    sentences = split_sentences(previous.text)
+    questions = [s for s in sentences if s.endswith("?") and not _TAG_QUESTION.search(s)]
     if not questions:
         return None
     question = strip_address(questions[-1], participants)
@@ -423,12 +460,23 @@ def turn_facts(
     facts: list[str] = []
     asked = question_answered(previous, turn.speaker, participants)
     for raw in split_sentences(turn.text):
-        sentence = strip_address(raw, participants)
-        if not sentence or is_chit_chat(sentence, participants, rules.min_fact_words):
+        sentence = strip_address(_TAG_QUESTION.sub(".", raw), participants)
+        if listener is not None:
+            sentence = _SEE_YOU.sub(f"{turn.speaker} will see {listener} ", sentence)
+        # a sentence that goes on with the one before needs one content word of its own
+        goes_on = bool(facts) and _OPENING_THING.match(sentence) is not None
+        least = 1 if goes_on else 2
+        if not sentence or is_chit_chat(sentence, participants, rules.min_fact_words, least):
             continue
         text = third_person(give_subject(sentence, turn.speaker), turn.speaker, listener)
         text = resolve_opening(text, mentions)
         mentions.extend(referents(text, participants))
+        # "It", "this" or "that" opening a later sentence of the turn goes on with what the
+        # sentence before it said: one fact, its subject kept ("X makes honey chicken a lot;
+        # it's one of X's favorites"), not a second that names nothing.
+        if facts and _OPENING_THING.match(text):
+            facts[-1] = f"{facts[-1].rstrip('.!')}; {text[:1].lower()}{text[1:]}"
+            continue
         # A fact that names nobody, opens on a pronoun nothing resolved, or is said of the
         # listener ("You'd be a great counselor") is what the speaker says: it is the
         # speaker's view, and a named speaker ranks better than a subjectless sentence.

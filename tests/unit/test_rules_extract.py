@@ -64,9 +64,13 @@ def test_opening_she_resolved_from_the_previous_turn() -> None:
     assert out == ["Tom says Priya's sister must love the street food and the trams there."]
 
 
-def test_opening_it_is_said_by_the_speaker() -> None:
+def test_a_later_it_goes_on_with_the_sentence_before() -> None:
+    """'It', 'this' or 'that' opening a later sentence of the turn joins the fact before it,
+    even where the sentence alone would hold too little ('It's one of my favorites')."""
     out = facts(("Tom", "I painted a lake sunrise last year. It hangs in my kitchen now."))
-    assert out == ["Tom painted a lake sunrise in 2023.", "Tom says it hangs in Tom's kitchen now."]
+    assert out == ["Tom painted a lake sunrise in 2023; it hangs in Tom's kitchen now."]
+    out = facts(("Tom", "I make a honey garlic chicken a lot. It's one of my favorites."))
+    assert out == ["Tom makes a honey garlic chicken a lot; it's one of Tom's favorites."]
 
 
 def test_unresolved_opening_pronoun_is_said_by_the_speaker() -> None:
@@ -79,11 +83,46 @@ def test_chit_chat_and_questions_are_dropped() -> None:
     assert facts(("Tom", "Wow, great job! Talk to you soon!")) == []
 
 
+def test_wishes_urgings_and_exclamations_are_dropped() -> None:
+    said = "Take it easy and keep going! Let's stay in touch. Thanks for showing us your dogs!"
+    assert facts(("Tom", said + " What a touching moment.")) == []
+    assert facts(("Tom", "That must have been a scary drive through the storm.")) == []
+
+
+def test_what_the_speaker_did_needs_only_one_content_word() -> None:
+    assert facts(("Tom", "Oh yeah, we went to the beach.")) == ["Tom and others went to the beach."]
+
+
+def test_a_tagged_statement_is_a_statement_and_asks_nothing() -> None:
+    tagged = ("Priya", "Sunflowers mean warmth and happiness, right?")
+    assert facts(tagged) == ["Priya says Sunflowers mean warmth and happiness."]
+    assert facts(tagged, ("Tom", "I have sunflowers in my backyard.")) == [
+        "Tom has sunflowers in Tom's backyard."
+    ]
+
+
+def test_a_goodbye_that_sets_a_meeting_is_a_plan() -> None:
+    assert facts(("Tom", "Great, then I agree! See you tomorrow at McGee's Pub!")) == [
+        "Tom will see Priya on 5 March 2024 at McGee's Pub."
+    ]
+
+
+def test_curly_apostrophes_and_you_all() -> None:
+    assert facts(("Tom", "I\u2019m leaving for Toronto the day after tomorrow.")) == [
+        "Tom is leaving for Toronto on 6 March 2024."
+    ]
+    assert third_person("Do you all hike together?", "Tom", "Priya") == (
+        "Do Priya and others hike together?"
+    )
+
+
 def test_interjections_and_address_are_stripped() -> None:
     assert strip_address("Wow, Pri! I love hiking.", PEOPLE) == "I love hiking."
     assert strip_address("Yeah, I ran a race, Priya!", PEOPLE) == "I ran a race!"
     # a name that opens a sentence as its subject is no form of address
     assert strip_address("Tom adopted a parrot.", PEOPLE) == "Tom adopted a parrot."
+    assert strip_address("Thanks Priya - love the vase!", PEOPLE) == "Love the vase!"
+    assert strip_address("Long time no chat - I adopted a pup.", PEOPLE) == "I adopted a pup."
     assert facts(("Priya", "Tom adopted a parrot called Kiwi.")) == [
         "Tom adopted a parrot called Kiwi."
     ]
