@@ -56,9 +56,12 @@ _NO_FACT = re.compile(
     r"keep (?:going|at it|pushing|rocking|it up|up the|me posted|us posted|in touch)|"
     r"feel free|let's|have (?:fun|a blast)|hang in|(?:best of |good )luck|go for it|"
     r"don't (?:hesitate|give up|forget)|thanks?(?: you)?(?: so much| a lot)? for|"
-    r"what an? |(?:that|this|it) must(?:'ve| have)? be)",
+    r"what an? |tell (?:me|us) more)",
     re.I,
 )
+# A guess at how something went for the other person: "That must have been scary", "Those
+# places must've been amazing", "Seeing it all come together must be rewarding".
+_GUESS = re.compile(r"\bmust(?:'ve| have)? (?:been|be|feel|have felt)\b", re.I)
 # The speaker saying what they did: "We went to the beach", "I also got this trophy".
 _DEED = re.compile(
     r"^(?:I|We|Just)\b(?: (?:also|even|just|finally|recently))? (?:went|made|got|won|bought|"
@@ -253,6 +256,8 @@ def is_chit_chat(
     went to the beach")."""
     if sentence.endswith("?") or _SOCIAL.match(sentence) or _NO_FACT.match(sentence):
         return True
+    if _GUESS.search(sentence):
+        return True
     if len(sentence.split()) < min_words:
         return True
     keywords = len(normalize_keywords([sentence], participants))
@@ -433,7 +438,7 @@ def question_answered(previous: Turn | None, speaker: str, participants: list[st
     if len(question.split()) < 3:  # "You?", "Really?": nothing to add
         return None
     asked = third_person(question, previous.speaker, speaker)
-    asked = re.sub(rf"\b({_AUXILIARY})(?= {re.escape(speaker)}\b)", _singular, asked)
+    asked = re.sub(rf"\b({_AUXILIARY})(?= {re.escape(speaker)}\b(?!'))", _singular, asked)
     return f"{previous.speaker} had asked: {asked}"
 
 
@@ -466,7 +471,9 @@ def turn_facts(
         # a sentence that goes on with the one before needs one content word of its own
         goes_on = bool(facts) and _OPENING_THING.match(sentence) is not None
         least = 1 if goes_on else 2
-        if not sentence or is_chit_chat(sentence, participants, rules.min_fact_words, least):
+        # an answer's first sentence may be a bare phrase beside its question ("Max and Daisy.")
+        fewest = 2 if asked is not None and not facts else rules.min_fact_words
+        if not sentence or is_chit_chat(sentence, participants, fewest, least):
             continue
         text = third_person(give_subject(sentence, turn.speaker), turn.speaker, listener)
         text = resolve_opening(text, mentions)

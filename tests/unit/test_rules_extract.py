@@ -83,10 +83,17 @@ def test_chit_chat_and_questions_are_dropped() -> None:
     assert facts(("Tom", "Wow, great job! Talk to you soon!")) == []
 
 
-def test_wishes_urgings_and_exclamations_are_dropped() -> None:
+def test_wishes_urgings_exclamations_and_guesses_are_dropped() -> None:
     said = "Take it easy and keep going! Let's stay in touch. Thanks for showing us your dogs!"
-    assert facts(("Tom", said + " What a touching moment.")) == []
-    assert facts(("Tom", "That must have been a scary drive through the storm.")) == []
+    assert facts(("Tom", said + " What a touching moment. Tell me more about it!")) == []
+    guesses = "That must have been a scary drive. Those places must've been amazing."
+    assert facts(("Tom", guesses + " Must feel great to finish it.")) == []
+
+
+def test_an_answer_may_be_a_bare_phrase_beside_its_question() -> None:
+    out = facts(("Priya", "What are your dogs called?"), ("Tom", "Max and Daisy."))
+    assert out == ["Tom says Max and Daisy (Priya had asked: What are Tom's dogs called?)."]
+    assert facts(("Tom", "Max and Daisy.")) == []  # nothing was asked: too little to hold
 
 
 def test_what_the_speaker_did_needs_only_one_content_word() -> None:
