@@ -49,8 +49,7 @@ _SOCIAL = re.compile(
     re.I,
 )
 # A whole sentence, of any length, that wishes, urges or exclaims rather than tells: "Take it
-# easy and keep going", "Let's stay in touch", "Thanks for showing us", "What a moment!", and
-# a reply's "That must have been scary".
+# easy and keep going", "Let's stay in touch", "Thanks for showing us", "What a moment!".
 _NO_FACT = re.compile(
     r"^(?:take care|take it easy|enjoy\b|stay (?:safe|strong|positive|tuned|in touch|cool)|"
     r"keep (?:going|at it|pushing|rocking|it up|up the|me posted|us posted|in touch)|"
@@ -256,7 +255,7 @@ def is_chit_chat(
     went to the beach")."""
     if sentence.endswith("?") or _SOCIAL.match(sentence) or _NO_FACT.match(sentence):
         return True
-    if _GUESS.search(sentence):
+    if _GUESS.search(sentence):  # "That must have been scary": of the other, and no fact
         return True
     if len(sentence.split()) < min_words:
         return True
@@ -481,7 +480,7 @@ def turn_facts(
         # "It", "this" or "that" opening a later sentence of the turn goes on with what the
         # sentence before it said: one fact, its subject kept ("X makes honey chicken a lot;
         # it's one of X's favorites"), not a second that names nothing.
-        if facts and _OPENING_THING.match(text):
+        if goes_on:
             facts[-1] = f"{facts[-1].rstrip('.!')}; {text[:1].lower()}{text[1:]}"
             continue
         # A fact that names nobody, opens on a pronoun nothing resolved, or is said of the
