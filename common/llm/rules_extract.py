@@ -5,9 +5,10 @@ Every step is a small pattern table and a function that applies it, in the order
 through them: split into sentences, strip interjections and forms of address, drop chit-chat
 and questions, rewrite first and second person as names, give a subjectless sentence its
 speaker, resolve an opening pronoun from what came before (this turn, then the previous one),
-join a later sentence that opens on "it", "this" or "that" to the fact before it, name the
-speaker where the fact names nobody, keep with the first fact the question the turn answers,
-anchor relative times against the session day.
+join a later sentence that opens on "it", "this" or "that" to the fact before it, drop a
+sentence said only of the listener (a reaction), name the speaker where the fact names
+nobody, keep with the first fact the question the turn answers, anchor relative times
+against the session day.
 """
 
 from __future__ import annotations
@@ -372,7 +373,7 @@ def _lower_first(sentence: str, proper_words: set[str]) -> str:
 
 
 def said_of_listener(text: str, sentence: str, speaker: str, listener: str | None) -> bool:
-    """The rewrite named the listener and not the speaker: a "you" sentence."""
+    """The rewrite named the listener and not the speaker: a "you" sentence, a reaction."""
     return listener is not None and text != sentence and listener in text and speaker not in text
 
 
@@ -475,6 +476,11 @@ def turn_facts(
         if not sentence or is_chit_chat(sentence, participants, fewest, least):
             continue
         text = third_person(give_subject(sentence, turn.speaker), turn.speaker, listener)
+        # A sentence said only of the listener ("You'd be a great counselor", "Your drive to
+        # help is awesome") reacts to what they told: chit-chat, which took the places of
+        # facts in a question's top ten (bench/README, round five).
+        if said_of_listener(text, sentence, turn.speaker, listener):
+            continue
         text = resolve_opening(text, mentions)
         mentions.extend(referents(text, participants))
         # "It", "this" or "that" opening a later sentence of the turn goes on with what the
@@ -483,9 +489,9 @@ def turn_facts(
         if goes_on:
             facts[-1] = f"{facts[-1].rstrip('.!')}; {text[:1].lower()}{text[1:]}"
             continue
-        # A fact that names nobody, opens on a pronoun nothing resolved, or is said of the
-        # listener ("You'd be a great counselor") is what the speaker says: it is the
-        # speaker's view, and a named speaker ranks better than a subjectless sentence.
+        # A fact that names nobody, opens on a pronoun nothing resolved, or names only the
+        # listener once resolved ("She must love Lisbon" of the listener's sister) is what
+        # the speaker says: a named speaker ranks better than a subjectless sentence.
         if (
             not names_someone(text, participants)
             or _OPENING_PRONOUN.match(text)

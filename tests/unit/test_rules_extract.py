@@ -44,10 +44,10 @@ def test_every_fact_names_a_participant() -> None:
     assert out == ["Tom says the colors really blend nicely in that old mural downtown."]
 
 
-def test_a_sentence_about_the_listener_is_the_speakers_view() -> None:
-    assert facts(("Tom", "You'd be a great nurse with that patience.")) == [
-        "Tom says Priya would be a great nurse with that patience."
-    ]
+def test_a_sentence_only_about_the_listener_is_a_reaction_and_dropped() -> None:
+    assert facts(("Tom", "You'd be a great nurse with that patience.")) == []
+    out = facts(("Tom", "Your garden looks amazing this spring. I planted tomatoes in May."))
+    assert out == ["Tom planted tomatoes in May."]
 
 
 def test_subjectless_sentence_gets_its_speaker() -> None:
