@@ -312,15 +312,25 @@ class LocalGraph:
 
         A fact sharing a common keyword has thousands of candidates; each row's are gated
         heaviest first, in growing slices, until the cap is met by candidates no lighter
-        than every one left out (the whole row when it never is)."""
+        than every one left out (the whole row when it never is). The rows whose first slice
+        would hold them whole are gated together, in one call."""
         at = np.asarray(rows, dtype=np.int64)
         sums = self._sums(at, among_themselves=False)
         cap = self.cfg.max_neighbors_per_fact
-        parts_i, parts_j, parts_w = [], [], []
-        for pos, row in enumerate(at.tolist()):
+        first = 2 * cap + 1
+        counts = np.diff(sums.indptr)
+        position = np.repeat(np.arange(at.size), counts)
+        whole = (counts <= first)[position]
+        keep_whole = whole.copy()
+        keep_whole[whole] = self._gated(at[position[whole]], sums.indices[whole], sums.data[whole])
+        parts_i = [position[keep_whole]]
+        parts_j = [sums.indices[keep_whole]]
+        parts_w = [sums.data[keep_whole]]
+        for pos in np.flatnonzero(counts > first).tolist():
+            row = int(at[pos])
             lo, hi = int(sums.indptr[pos]), int(sums.indptr[pos + 1])
             columns, data = sums.indices[lo:hi], sums.data[lo:hi]
-            take = 2 * cap + 1
+            take = first
             while True:
                 if take < data.size:
                     boundary = np.partition(data, data.size - take)[data.size - take]
@@ -334,7 +344,7 @@ class LocalGraph:
             parts_i.append(np.full(keep.size, pos))
             parts_j.append(columns[keep])
             parts_w.append(data[keep])
-        i, j, w = (np.concatenate(p) if p else np.zeros(0) for p in (parts_i, parts_j, parts_w))
+        i, j, w = (np.concatenate(p) for p in (parts_i, parts_j, parts_w))
         shape = (len(rows), self._channels.size)
         return _cap_rows(
             i.astype(np.int64), j.astype(np.int64), w, cap, self._arrays.id_rank, shape

@@ -28,9 +28,13 @@ def mix_channels(channels: Sequence[sp.csr_matrix], rhos: Sequence[float]) -> np
     weights = np.divide(weights, totals, out=np.zeros_like(weights), where=totals > 0)
     # ρ'_c(i) / Σ_j W_c[i, j] scales row i of channel c
     factors = np.divide(weights, sums, out=np.zeros_like(weights), where=present)
-    mixed = np.zeros((n, n))
-    for c, (at, matrix) in enumerate(zip(rows, channels, strict=True)):
-        np.add.at(mixed, (at, matrix.indices), matrix.data * factors[at, c])
+    # every channel's entries summed into one flat array, channel after channel: a cell adds
+    # its channels' values in channel order, as adding each channel in turn would
+    cells = np.concatenate([at * n + m.indices for at, m in zip(rows, channels, strict=True)])
+    values = np.concatenate(
+        [m.data * factors[at, c] for c, (at, m) in enumerate(zip(rows, channels, strict=True))]
+    )
+    mixed: np.ndarray = np.bincount(cells, weights=values, minlength=n * n).reshape(n, n)
     return mixed
 
 
@@ -50,11 +54,15 @@ def random_walk_with_restart(
     """r = η p + (1 − η)(Pᵀ r + d(r) p), where d(r) is the mass on dangling nodes (rows of P
     with no edges), sent back to the restart vector (Eq. 10-11). Power iteration on the
     dense P of `mix_channels`."""
-    dangling = ~transition.any(axis=1)
+    dangling = np.flatnonzero(~transition.any(axis=1))
     transposed = np.ascontiguousarray(transition.T)
+    held, moved = eta * restart, 1.0 - eta
     r = restart.copy()
     for _ in range(max_iter):
-        nxt = eta * restart + (1.0 - eta) * (transposed @ r + r[dangling].sum() * restart)
+        spread = transposed @ r
+        if dangling.size:  # with none, the term adds zeros: skipping it changes no bit
+            spread += r[dangling].sum() * restart
+        nxt = held + moved * spread
         delta = np.abs(nxt - r).sum()
         r = nxt
         if delta < tol:
