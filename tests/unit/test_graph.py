@@ -70,6 +70,16 @@ def test_channels_are_row_normalised_and_mixed_with_per_node_renormalised_priors
     np.testing.assert_allclose(mixed.sum(axis=1), [1, 1, 1])
 
 
+def test_mixing_adds_an_entry_a_channel_stores_twice() -> None:
+    # row 0 holds column 1 twice (1 + 2) and column 0 once; row 1 holds column 0
+    twice = sp.csr_matrix(
+        (np.array([1.0, 2.0, 1.0, 4.0]), np.array([1, 1, 0, 0]), np.array([0, 3, 4])), shape=(2, 2)
+    )
+    empty = sp.csr_matrix((2, 2))
+    mixed = mix_channels([twice, empty, empty], [0.45, 0.40, 0.15])
+    np.testing.assert_allclose(mixed, [[0.25, 0.75], [1.0, 0.0]])
+
+
 def test_dense_mixing_and_walk_agree_with_the_sparse_formulas_on_random_graphs() -> None:
     rng = np.random.default_rng(2)
     rhos = [0.45, 0.40, 0.15]
