@@ -30,11 +30,12 @@ def mix_channels(channels: Sequence[sp.csr_matrix], rhos: Sequence[float]) -> np
     factors = np.divide(weights, sums, out=np.zeros_like(weights), where=present)
     # every channel's entries summed into one flat array, channel after channel: a cell adds
     # its channels' values in channel order, as adding each channel in turn would
-    cells = np.concatenate([at * n + m.indices for at, m in zip(rows, channels, strict=True)])
-    values = np.concatenate(
-        [m.data * factors[at, c] for c, (at, m) in enumerate(zip(rows, channels, strict=True))]
-    )
-    mixed: np.ndarray = np.bincount(cells, weights=values, minlength=n * n).reshape(n, n)
+    cells, values = [], []
+    for c, (at, matrix) in enumerate(zip(rows, channels, strict=True)):
+        cells.append(at * n + matrix.indices)
+        values.append(matrix.data * factors[at, c])
+    flat = np.bincount(np.concatenate(cells), weights=np.concatenate(values), minlength=n * n)
+    mixed: np.ndarray = flat.reshape(n, n)
     return mixed
 
 
