@@ -26,8 +26,9 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'])")
 
 # Words that open a sentence without adding to it: "Wow, ...", "Yeah, ...", "Oh ...".
 _INTERJECTION = (
-    r"(?:hey|hi|hello|wow|whoa|oh|ooh|ah|aw+|aww+|yeah|yes|yep|yup|no|nope|nah|ok|okay|sure|"
-    r"haha+|hah|lol|omg|well|so|hmm+|um+|gosh|man|dude|thanks|thank you|thanks so much|"
+    r"(?:hey|hi|hello|wow|whoa|oh|ooh|ah|aw+|aww+|yeah|yes|yep|yup|no (?:worries|problem)|no|"
+    r"nope|nah|ok|okay|sure|haha+|hah|lol|omg|well|so|hmm+|mm+|um+|gosh|man|dude|thanks|"
+    r"thank you|thanks so much|"
     r"totally|absolutely|definitely|exactly|true|right|cool|nice|great|awesome|amazing|"
     r"congrats|congratulations|indeed|anyway|anyways|btw|by the way|honestly|oh my|"
     r"oh wow|yay|phew|ugh|sweet|aha|yikes|dang|geez|and|but|plus|also|now|guess what|"
@@ -68,6 +69,9 @@ _DEED = re.compile(
     r"adopted|started|joined|finished|moved|met|tried|learned|painted|wrote|visited|took|"
     r"attended|baked|cooked|built|played|read|ran|signed|saw)\b",
 )
+# A thing the sentence names: a capitalised word after its first ("I was in Chicago"), or a
+# quoted title. One such keyword is a fact where one common word is not ("It was awesome").
+_NAMED_THING = re.compile(r"(?<=\S )[A-Z][a-z][\w-]*|\"[^\"]+\"")
 # A goodbye that sets a meeting: "See you tomorrow at the pub" is a plan, not a pleasantry.
 _SEE_YOU = re.compile(r"^see (?:you|ya) (?=(?:tomorrow|tonight|on|next|this|at|in|there)\b)", re.I)
 # A question tagged onto a statement: "Sunflowers mean warmth, right?" states its first part.
@@ -99,6 +103,13 @@ _FIRST_PERSON = [
     (r"\b[Oo]ur\b", "{s}'s"),
     (r"\b[Oo]urselves\b", "themselves"),
     (r"\b[Uu]s\b", "{s} and others"),
+]
+# "We" and "our" of the two who talk, where nobody else can be meant: "since we last
+# chatted", "we last spoke", "our last chat" ("our friendship" may be a team's).
+_TALKED = r"(?:talked|talk|chatted|chat|spoke|speak|caught up|hung out)\b"
+_BOTH_OF_US = [
+    (rf"\b(?<=[Ss]ince )we(?= (?:last )?{_TALKED})|\b[Ww]e(?= last {_TALKED})", "{s} and {l}"),
+    (r"\b[Oo]ur(?= (?:last )?(?:chats?|talks?|conversations?)\b)", "{s} and {l}'s"),
 ]
 _SECOND_PERSON = [
     (r"\b[Yy]ou (?:all|guys)\b|\b[Yy]'all\b", "{l} and others"),
@@ -261,7 +272,21 @@ def is_chit_chat(
     if len(sentence.split()) < min_words:
         return True
     keywords = len(normalize_keywords([sentence], participants))
-    return keywords < min_keywords and not (keywords == 1 and _DEED.match(sentence))
+    if keywords >= min_keywords:
+        return False
+    return not (keywords == 1 and _tells_one_thing(sentence, participants))
+
+
+def _tells_one_thing(sentence: str, participants: list[str]) -> bool:
+    """One content word holds a fact where the speaker says what they did ("We went to the
+    beach") or it names a place, a person or a title ("I was in Chicago")."""
+    if _DEED.match(sentence):
+        return True
+    firsts = {p.split()[0] for p in participants}
+    return any(
+        m.group(0) not in _NOT_NAMES and m.group(0) not in firsts
+        for m in _NAMED_THING.finditer(sentence)
+    )
 
 
 def _third_person_verb(verb: str) -> str:
@@ -294,6 +319,9 @@ def agree(text: str, subject: str) -> str:
 def third_person(sentence: str, speaker: str, listener: str | None) -> str:
     """First person as the speaker's name, second person as the listener's."""
     out = sentence
+    if listener:
+        for pattern, repl in _BOTH_OF_US:
+            out = re.sub(pattern, repl.format(s=speaker, l=listener), out)
     for pattern, repl in _FIRST_PERSON:
         out = re.sub(pattern, repl.format(s=speaker), out)
     if listener:

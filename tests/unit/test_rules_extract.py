@@ -100,6 +100,27 @@ def test_what_the_speaker_did_needs_only_one_content_word() -> None:
     assert facts(("Tom", "Oh yeah, we went to the beach.")) == ["Tom and others went to the beach."]
 
 
+def test_a_sentence_naming_a_place_or_title_needs_only_one_content_word() -> None:
+    assert facts(("Tom", "I was in Chicago, it was awesome!")) == [
+        "Tom was in Chicago, it was awesome."
+    ]
+    assert facts(("Tom", 'I just reread "Dune" for fun.')) == ['Tom just reread "Dune" for fun.']
+    assert facts(("Tom", "It was so awesome, honestly!")) == []  # one common word: no fact
+
+
+def test_we_and_our_of_the_two_who_talk_name_both() -> None:
+    assert facts(("Tom", "Since we last talked, I adopted a parrot.")) == [
+        "Since Tom and Priya last talked, Tom adopted a parrot."
+    ]
+    assert third_person("I loved our last chat.", "Tom", "Priya") == (
+        "Tom loved Tom and Priya's last chat."
+    )
+    # "we" that may be anyone with the speaker stays the speaker and others
+    assert third_person("We hiked, then we talked.", "Tom", "Priya") == (
+        "Tom and others hiked, then Tom and others talked."
+    )
+
+
 def test_a_tagged_statement_is_a_statement_and_asks_nothing() -> None:
     tagged = ("Priya", "Sunflowers mean warmth and happiness, right?")
     assert facts(tagged) == ["Priya says Sunflowers mean warmth and happiness."]
@@ -130,6 +151,11 @@ def test_interjections_and_address_are_stripped() -> None:
     assert strip_address("Tom adopted a parrot.", PEOPLE) == "Tom adopted a parrot."
     assert strip_address("Thanks Priya - love the vase!", PEOPLE) == "Love the vase!"
     assert strip_address("Long time no chat - I adopted a pup.", PEOPLE) == "I adopted a pup."
+    # "no worries" opens as a whole: its "no" alone would leave "Worries, I know ..."
+    assert strip_address("No worries, I know work is busy.", PEOPLE) == "I know work is busy."
+    assert strip_address("Mmm, that curry sounds delicious!", PEOPLE) == (
+        "That curry sounds delicious!"
+    )
     assert facts(("Priya", "Tom adopted a parrot called Kiwi.")) == [
         "Tom adopted a parrot called Kiwi."
     ]
