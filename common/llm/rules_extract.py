@@ -263,8 +263,9 @@ def is_chit_chat(
     sentence: str, participants: list[str], min_words: int, min_keywords: int = 2
 ) -> bool:
     """A question, a greeting, thanks, praise or sign-off, or too few words to hold a fact
-    (fewer than `min_keywords` content words, unless the speaker says what they did: "We
-    went to the beach")."""
+    (fewer than `min_keywords` content words, unless one content word is enough: the
+    speaker says what they did, "We went to the beach", or names something, "I was in
+    Chicago")."""
     if sentence.endswith("?") or _SOCIAL.match(sentence) or _NO_FACT.match(sentence):
         return True
     if _GUESS.search(sentence):  # "That must have been scary": of the other, and no fact
@@ -282,11 +283,13 @@ def _tells_one_thing(sentence: str, participants: list[str]) -> bool:
     beach") or it names a place, a person or a title ("I was in Chicago")."""
     if _DEED.match(sentence):
         return True
-    firsts = {p.split()[0] for p in participants}
-    return any(
-        m.group(0) not in _NOT_NAMES and m.group(0) not in firsts
-        for m in _NAMED_THING.finditer(sentence)
-    )
+    return any(_someone_else(m.group(0), participants) for m in _NAMED_THING.finditer(sentence))
+
+
+def _someone_else(word: str, participants: list[str]) -> bool:
+    """A capitalised word that may name a person, place or thing: no participant's first
+    name, weekday, month or holiday."""
+    return word not in _NOT_NAMES and word not in {p.split()[0] for p in participants}
 
 
 def _third_person_verb(verb: str) -> str:
@@ -352,11 +355,9 @@ def referents(text: str, participants: list[str]) -> list[str]:
     found: list[tuple[int, str]] = []
     for pattern in (_FEMALE_REF, _MALE_REF, _PLURAL_REF):
         found.extend((m.start(), m.group(0)) for m in pattern.finditer(text))
-    firsts = {p.split()[0] for p in participants}
     for m in _NAME.finditer(text):
-        name = m.group("name")
-        if name not in _NOT_NAMES and name not in firsts:
-            found.append((m.start(), name))
+        if _someone_else(m.group("name"), participants):
+            found.append((m.start(), m.group("name")))
     return [phrase for _, phrase in sorted(found)]
 
 
