@@ -32,7 +32,8 @@ class Kind(StrEnum):
 
 VECTOR_KINDS = (Kind.FACTS, Kind.EVENTS, Kind.PROFILES)
 
-# Payload fields that filters use, per kind, beyond tenant and space (indexed by both backends).
+# Payload fields indexed per kind, beyond tenant and space, in a Qdrant server's collections
+# (common/store/qdrant.py); the embedded store indexes only the fields its filters use.
 KEYWORD_FIELDS: dict[Kind, tuple[str, ...]] = {
     Kind.FACTS: ("participants", "keywords", "source.session_id"),
     Kind.EVENTS: ("participants", "keywords"),

@@ -50,8 +50,10 @@ again. A scrub first needs room for a second copy of the shard (its size on disk
 `MIN_FREE_BYTES`) and is refused otherwise, the shard served as it was; a copy that fails
 midway is deleted, so that it never holds the space the next open checks for. Its cost
 grows with the whole store, not with what was erased: measured 0.4 s for 1k points and 1.3 s
-for 10k (about 0.3 s plus 0.1 ms a point; docs/operations.md). A flush costs an update about
-24 ms (a commit stage makes two).
+for 10k (about 0.3 s plus 0.1 ms a point; docs/operations.md). A flush is almost all the
+engine's msyncs of its mapped files, whose number grows with the payload indexes: 40 points
+and a flush took 6.7-7.5 ms with the three indexes of `INDEXED_FIELDS` against 12.4-13.0 ms
+with the nine an earlier release kept (at p50, on a 3,200-point shard), hence only three.
 """
 
 from __future__ import annotations
@@ -77,8 +79,6 @@ import numpy as np
 import qdrant_edge as qe
 
 from common.store.base import (
-    DATETIME_FIELDS,
-    KEYWORD_FIELDS,
     VECTOR_KINDS,
     Kind,
     Point,
@@ -107,6 +107,10 @@ KIND_FIELD = "_kind"
 ID_FIELD = "_id"
 DOC_FIELD = "_doc"  # the record's payload as one JSON document
 READ_FIELDS = [DOC_FIELD, ID_FIELD, KIND_FIELD, "tenant", "space"]
+# The payload fields the store's filters use (`_scope`), each with an index. Every other
+# field lives only in the document: an index costs each flush its files' syncs (six unused
+# ones made a flush about three times as long) and no read here filters on another field.
+INDEXED_FIELDS = ("tenant", "space", KIND_FIELD)
 COPY_PAGE = 512  # points per update when a scrub copies the shard
 # More than one update and a new 32 MiB log segment need (see the module docstring).
 MIN_FREE_BYTES = 64 * 2**20
@@ -140,8 +144,8 @@ def _match(key: str, value: str) -> qe.FieldCondition:
 
 
 def _stored(kind: Kind, point: Point) -> dict[str, Any]:
-    """What the engine holds for a point: the fields filters use, as payload fields (with
-    their indexes), and the whole payload as one JSON document. Handing the engine a
+    """What the engine holds for a point: the fields filters use (`INDEXED_FIELDS`), as
+    payload fields, and the whole payload as one JSON document. Handing the engine a
     document is one string for it to copy, where a nested payload is converted value by value
     (that conversion was the largest cost of a commit stage's write)."""
     payload = point.payload
@@ -152,15 +156,6 @@ def _stored(kind: Kind, point: Point) -> dict[str, Any]:
         ID_FIELD: point.id,
         DOC_FIELD: json.dumps(payload, ensure_ascii=False, separators=(",", ":")),
     }
-    for path in (*KEYWORD_FIELDS[kind], *DATETIME_FIELDS.get(kind, ())):
-        head, _, rest = path.partition(".")
-        value = payload.get(head)
-        if rest:
-            value = value.get(rest) if isinstance(value, dict) else None
-            if value is not None:
-                stored.setdefault(head, {})[rest] = value
-        elif value is not None:
-            stored[head] = value
     return stored
 
 
@@ -481,7 +476,7 @@ class EdgeStore:
         if not (shard_dir / "edge_config.json").exists():
             return self._create(shard_dir)
         try:
-            return qe.EdgeShard.load(str(shard_dir), self._config())
+            shard = qe.EdgeShard.load(str(shard_dir), self._config())
         except Exception as exc:  # the engine reports any unreadable shard as Exception
             first = _first_line(exc)
             if _disk_failure(first):  # full, read-only, failing: not the shard's fault
@@ -490,6 +485,13 @@ class EdgeStore:
                 f"the store at {self._path} cannot be opened by Qdrant Edge {engine_version()} "
                 f"({first}); restore it from a copy or re-ingest into a new directory"
             ) from None
+        try:
+            self._drop_unused_indexes(shard)
+        except Exception as exc:  # the disk failed under it: served by no one until fixed
+            with suppress(Exception):
+                shard.close()
+            raise self._unavailable("opening", _first_line(exc)) from None
+        return shard
 
     def _refuse_foreign(self) -> None:
         """A directory with no marker must be empty (a new store) or hold only our lock."""
@@ -560,17 +562,21 @@ class EdgeStore:
         shard.update(
             qe.UpdateOperation.create_field_index("tenant", qe.KeywordIndexParams(is_tenant=True))
         )
-        fields = {"space", KIND_FIELD}
-        for names in KEYWORD_FIELDS.values():
-            fields.update(names)
-        for name in sorted(fields):
+        for name in INDEXED_FIELDS[1:]:
             shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
-        for names in DATETIME_FIELDS.values():
-            for name in names:
-                shard.update(
-                    qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Datetime)
-                )
         shard.flush()
+
+    @staticmethod
+    def _drop_unused_indexes(shard: qe.EdgeShard) -> None:
+        """A shard created by an earlier release also indexed fields no filter uses
+        (participants, keywords, session ids, person, session time): their indexes go, so
+        that its flushes cost what a new shard's do. The points keep those payload fields,
+        which nothing reads."""
+        unused = sorted(set(shard.info().payload_schema) - set(INDEXED_FIELDS))
+        for name in unused:
+            shard.update(qe.UpdateOperation.delete_field_index(name))
+        if unused:
+            shard.flush()
 
     # -- writes --------------------------------------------------------------------------
 

@@ -14,11 +14,12 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+import qdrant_edge as qe
 
 from common.memory.stages import Next, drain_stage
 from common.store import records
 from common.store.base import Kind, Point, StoreError, StoreFormatError, StoreUnavailable
-from common.store.edge import MARKER, EdgeStore, _disk_failure, _Gate
+from common.store.edge import INDEXED_FIELDS, MARKER, EdgeStore, _disk_failure, _Gate
 from tests.helpers.contexts import OPEN_STORES, make_ctx
 from tests.helpers.doubles import unit
 from tests.helpers.records import draft, queued_head, session_record
@@ -438,3 +439,33 @@ def test_an_update_the_engine_rejects_is_an_error_not_unavailable(tmp_path: Path
         store.upsert(Kind.FACTS, [wrong])
     assert not isinstance(refused.value, StoreUnavailable)
     assert {p.id for p in store.scroll(Kind.FACTS, "t", "s")} == {"a"}
+
+
+def _indexed(path: Path) -> set[str]:
+    shard = qe.EdgeShard.load(str(path / "shard"))
+    try:
+        return set(shard.info().payload_schema)
+    finally:
+        shard.close()
+
+
+def test_only_the_fields_filters_use_are_indexed_also_in_a_store_of_an_earlier_release(
+    tmp_path: Path,
+) -> None:
+    path = populated(tmp_path / "store")
+    assert _indexed(path) == set(INDEXED_FIELDS)
+    # an earlier release's shard: indexes on fields that no filter uses
+    shard = qe.EdgeShard.load(str(path / "shard"))
+    shard.update(
+        qe.UpdateOperation.create_field_index("participants", qe.PayloadSchemaType.Keyword)
+    )
+    shard.update(
+        qe.UpdateOperation.create_field_index("time.session", qe.PayloadSchemaType.Datetime)
+    )
+    shard.flush()
+    shard.close()
+    assert _indexed(path) == {*INDEXED_FIELDS, "participants", "time.session"}
+    store = opened(path)
+    assert {p.id for p in store.scroll(Kind.FACTS, "t", "s")} == {"a", "b"}
+    store.close()
+    assert _indexed(path) == set(INDEXED_FIELDS)
