@@ -124,9 +124,12 @@ class MemoryContext:
         try:
             if self.before_save is not None:
                 self.before_save(index)
-            snapshots.save(index.tenant, index.space, index, counts, generation)
+            saved = snapshots.save(index.tenant, index.space, index, counts, generation)
         except Exception as exc:  # a saved copy is an optimisation: never fail the caller
             log.warning("could not save the index of space %r: %s", index.space, exc)
+            return
+        if not saved:  # written meanwhile, or not flushed yet: the next chance saves it
+            self._unsaved.add(key)
             return
         self._saved_at[key] = time.monotonic()
         self._unsaved.discard(key)
@@ -165,6 +168,14 @@ class MemoryContext:
         else:
             index.version = self.versions.bump_version(index.tenant, index.space)
         self._save_if_due(index)
+
+    def durable(self, tenant: str, space: str) -> None:
+        """This thread's writes so far are on disk (`Store.durable`); then the space's index
+        is saved if it is due, which a stage inside a `together()` could not do before."""
+        self.store.durable()
+        index = self.indexes.get(tenant, space)
+        if index is not None and (tenant, space) in self._unsaved:
+            self._save_if_due(index)
 
     def close(self) -> None:
         """Save the indexes of large spaces changed since their last save, close the store."""

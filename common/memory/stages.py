@@ -33,6 +33,7 @@ from common.models.drafts import DraftFact
 from common.models.jobs import FINISHED, AcceptPayload, ExtractPayload, Job
 from common.models.session import SessionInput
 from common.store import records
+from common.store.base import StoreUnavailable
 from common.store.coordination.chunks import ChunkParking
 from common.store.coordination.liveness import JOB_LIVENESS
 from common.store.coordination.locks import LockLost, space_lock
@@ -357,6 +358,7 @@ def drain_stage(ctx: MemoryContext, coord: Coordination, tenant: str, space: str
             _leave_sequence(coord, tenant, space, head)
             return Next.DRAIN
         if record.status == "done":
+            ctx.durable(tenant, space)  # `resume` may have just written it
             _leave_sequence(coord, tenant, space, head)
             job = coord.jobs.get_job(tenant, job_id)
             # Only a job that did this work (interrupted after it) is finished here with the
@@ -422,6 +424,13 @@ def profile_stage(
                 reason = f"profile batch: {exc}"
                 fail_job(coord, tenant, space, session_id, record.job_id or "", reason)
                 return Next.DRAIN
+        try:
+            # Inside a drain's `together()` the commit and this batch are not flushed yet:
+            # the job is done only once they are on disk.
+            ctx.durable(tenant, space)
+        except StoreUnavailable as exc:  # their flush failed: the store is read again
+            fail_job(coord, tenant, space, session_id, record.job_id or "", str(exc))
+            return Next.DRAIN
         _leave_sequence(coord, tenant, space, session_id)
         coord.jobs.update_job(
             tenant, record.job_id or "", state="done", counts=record.stats, reason=None

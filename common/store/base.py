@@ -106,6 +106,11 @@ class Store(Protocol):
         before it ends."""
         ...
 
+    def durable(self) -> None:
+        """Inside `together()`: the calling thread's writes so far are durable when this
+        returns (Edge: one flush now), and the block goes on; elsewhere nothing is pending."""
+        ...
+
     def delete(self, kind: Kind, tenant: str, space: str, ids: Sequence[str]) -> None:
         """Delete points by id, only within the tenant's space."""
         ...

@@ -628,6 +628,9 @@ class EdgeStore:
             for tenant, space in spaces or ():
                 if self.snapshots is not None:
                     self.snapshots.invalidate(tenant, space)
+                    if held is not None and (tenant, space) not in held.spaces:
+                        self.snapshots.hold(tenant, space)  # until `together()` flushes it
+                        held.spaces.add((tenant, space))
             try:
                 self._check_writable("writing to")
                 try:
@@ -667,7 +670,7 @@ class EdgeStore:
         before it returns): a commit stage's plan record and its points cost one flush, not
         two. An exception inside skips the flush (nothing of it was acknowledged); a flush
         that fails raises StoreUnavailable, as a write's own would. Nested: the outer one
-        flushes."""
+        flushes (and `durable` flushes what it holds so far)."""
         if getattr(self._together, "held", None) is not None:
             yield
             return
@@ -677,11 +680,30 @@ class EdgeStore:
             yield
         except BaseException:  # nothing of it acknowledged: no flush
             self._together.held = None
-            self._written(held.spaces)
+            self._written(held.spaces, held=True)
             raise
         self._together.held = None
+        self._flush_held(held)
+
+    def durable(self) -> None:
+        """Every write this thread made inside its `together()` so far is on disk when this
+        returns, as if the block ended here (one flush, or one under way that covers them);
+        what the block writes after is flushed when it ends. Outside one, nothing is
+        pending: each write was flushed before it returned."""
+        held: _Held | None = getattr(self._together, "held", None)
+        if held is None:
+            return
+        try:
+            self._flush_held(held)
+        finally:
+            held.tickets.clear()
+            held.spaces.clear()
+
+    def _flush_held(self, held: _Held) -> None:
+        """Flush the updates of `held` (or wait for a flush under way that covers them),
+        then let their spaces' indexes be saved again; StoreUnavailable if it fails."""
         if not held.tickets:
-            self._written(held.spaces)
+            self._written(held.spaces, held=True)
             return
         failed: str | None = None
         reload = True
@@ -696,17 +718,18 @@ class EdgeStore:
                 except Exception as exc:
                     failed = _first_line(exc)
         finally:
-            self._written(held.spaces)
+            self._written(held.spaces, held=True)
         if failed is not None:
             if reload:
                 self._reload(epoch)
             raise self._unavailable("writing to", failed)
 
-    def _written(self, spaces: set[tuple[str, str]] | None) -> None:
-        """The writes to `spaces` are durable (or failed): their indexes may be saved again."""
+    def _written(self, spaces: set[tuple[str, str]] | None, held: bool = False) -> None:
+        """The writes to `spaces` are durable (or failed): their indexes may be saved again.
+        `held`: they were written inside a `together()`, which held the saves back."""
         for tenant, space in spaces or ():
             if self.snapshots is not None:
-                self.snapshots.written(tenant, space)
+                self.snapshots.written(tenant, space, held)
 
     def _reload(self, epoch: int | None = None) -> None:
         """Close the shard (keeping the directory's lock); the next call loads it again.

@@ -115,6 +115,9 @@ class QdrantStore:
         """Nothing to group: each write waits for the server (`wait=True`)."""
         return nullcontext()
 
+    def durable(self) -> None:
+        """Nothing pending: each write waited for the server."""
+
     def upsert(self, kind: Kind, points: Sequence[Point]) -> None:
         """Write points; every payload must name its tenant and space."""
         structs = []

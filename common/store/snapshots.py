@@ -68,6 +68,7 @@ class IndexSnapshots:
         self._present: set[str] = set()
         self._scanned = False
         self._generations: dict[str, int] = {}  # space file → writes seen by this process
+        self._held: dict[str, int] = {}  # space file → `together()` blocks yet to flush it
 
     def _stamp_now(self) -> str:
         if self._stamp is None:
@@ -89,12 +90,25 @@ class IndexSnapshots:
         with self._lock:
             return self._generations.get(self.path(tenant, space).name, 0)
 
-    def written(self, tenant: str, space: str) -> None:
+    def written(self, tenant: str, space: str, held: bool = False) -> None:
         """A write to the space's memory ended (landed or not): an index read while it was
-        under way may hold half of it, so what was read before now may not be saved."""
+        under way may hold half of it, so what was read before now may not be saved.
+        `held`: the writes of a `together()` that `hold` held back, now flushed (or failed)."""
         name = self.path(tenant, space).name
         with self._lock:
             self._generations[name] = self._generations.get(name, 0) + 1
+            if held:
+                left = self._held.pop(name, 0) - 1
+                if left > 0:
+                    self._held[name] = left
+
+    def hold(self, tenant: str, space: str) -> None:
+        """A write to the space's memory is applied but waits for its `together()` to flush
+        it: no index of the space is saved until `written(..., held=True)`, so a saved copy
+        is never ahead of what the disk holds."""
+        name = self.path(tenant, space).name
+        with self._lock:
+            self._held[name] = self._held.get(name, 0) + 1
 
     def invalidate(self, tenant: str, space: str) -> None:
         """Forget the space's saved index (called before every write to its memory)."""
@@ -130,10 +144,12 @@ class IndexSnapshots:
         self, tenant: str, space: str, index: Any, counts: dict[str, int], generation: int
     ) -> bool:
         """Write the index next to the store (atomically: a crash leaves the old file or none)
-        unless the space was written since `generation` was read; True if written."""
+        unless the space was written since `generation` was read or a write to it waits for
+        its flush (`hold`); True if written."""
         target = self.path(tenant, space)
-        if self.generation(tenant, space) != generation:
-            return False
+        with self._lock:
+            if self._held.get(target.name) or self._generations.get(target.name, 0) != generation:
+                return False
         self._dir.mkdir(parents=True, exist_ok=True)
         tmp = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         with open(tmp, "wb") as handle:

@@ -4,24 +4,31 @@ commits of independent spaces under way at once."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
+from common.context import MemoryContext
 from common.embeddings import _Coalesced, ahead
 from common.llm.contracts import EventSummary, FactView
 from common.memory.commit import commit_facts
+from common.models.jobs import SpacePayload
 from common.settings import Settings
 from common.store import records
 from common.store.base import Kind, Point, StoreUnavailable
+from common.store.coordination.roles import Coordination
 from common.store.edge import EdgeStore, StoreFlushFailed, _Flushes
 from tests.helpers.contexts import make_ctx
 from tests.helpers.doubles import DIM, ScriptedBackend, unit
-from tests.helpers.records import draft, session_record
+from tests.helpers.records import draft, queued_head, session_record
+from workers import runtime
+from workers.tasks import pipeline
 
 WHEN = datetime(2024, 3, 1, 12, 0)
 
@@ -201,6 +208,119 @@ def test_writes_together_are_flushed_once_when_it_ends(
         assert {p.id for p in store.scroll(Kind.FACTS, "t", "s")} == {"f0", "f1", "f2"}
     finally:
         store.close()
+
+
+def test_durable_flushes_what_together_wrote_so_far_and_the_block_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = EdgeStore(tmp_path / "store", DIM)
+    calls: list[int] = []
+    real = store._flushes.wait_durable
+
+    def counted(ticket: int, flush: Callable[[], None]) -> None:
+        calls.append(ticket)
+        real(ticket, flush)
+
+    monkeypatch.setattr(store._flushes, "wait_durable", counted)
+    try:
+        store.durable()  # outside a block nothing waits for a flush
+        assert calls == []
+        with store.together():
+            store.upsert(Kind.FACTS, [_point(1)])
+            store.durable()
+            assert len(calls) == 1  # the first write, now
+            store.upsert(Kind.FACTS, [_point(2)])
+            store.durable()
+            store.durable()  # nothing new since: no flush
+            assert len(calls) == 2
+            store.upsert(Kind.FACTS, [_point(3)])
+        assert len(calls) == 3  # the last write, when the block ends
+        assert calls == sorted(set(calls))
+    finally:
+        store.close()
+
+
+def test_no_index_is_saved_while_a_write_to_its_space_waits_for_its_flush(
+    tmp_path: Path,
+) -> None:
+    store = EdgeStore(tmp_path / "store", DIM)
+    snapshots = store.snapshots
+    assert snapshots is not None
+    try:
+        with store.together():
+            store.upsert(Kind.FACTS, [_point(1)])
+            generation = snapshots.generation("t", "s")
+            assert not snapshots.save("t", "s", {"i": 1}, {"facts": 1}, generation)
+            store.durable()
+            generation = snapshots.generation("t", "s")
+            assert snapshots.save("t", "s", {"i": 1}, {"facts": 1}, generation)
+            store.upsert(Kind.FACTS, [_point(2)])
+            generation = snapshots.generation("t", "s")
+            assert not snapshots.save("t", "s", {"i": 2}, {"facts": 2}, generation)
+        generation = snapshots.generation("t", "s")
+        assert snapshots.save("t", "s", {"i": 2}, {"facts": 2}, generation)
+    finally:
+        store.close()
+
+
+def _drained(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fail_flush: bool = False
+) -> tuple[MemoryContext, Coordination, list[str | None]]:
+    """A drain task run over a session of two parked facts; what happened, in order: each
+    job state written, each flush waited for ("flush") and the next drain asked ("next")."""
+    ctx = make_ctx(tmp_path)
+    rec = session_record("s1", 0, WHEN, ["Ann"])
+    coord = queued_head(ctx, rec, tmp_path / "c.sqlite")
+    texts = ["Ann moved to Oslo.", "Ann adopted a cat."]
+    drafts = [draft(rec, t, unit(1, i, 0, 0), ["k"], ["Ann"], index=i) for i, t in enumerate(texts)]
+    body = {"drafts": [d.model_dump(mode="json") for d in drafts]}
+    coord.chunks.put_chunk("t", "s", "s1", 0, 1, json.dumps(body))
+    store = ctx.store
+    assert isinstance(store, EdgeStore)
+    happened: list[str | None] = []
+    flushes, update = store._flushes.wait_durable, coord.jobs.update_job
+
+    def flushed(ticket: int, flush: Callable[[], None]) -> None:
+        happened.append("flush")
+        if fail_flush:
+            raise StoreFlushFailed("Input/output error (os error 5)")
+        flushes(ticket, flush)
+
+    def updated(tenant: str, job_id: str, **change: Any) -> Any:
+        happened.append(change.get("state"))
+        return update(tenant, job_id, **change)
+
+    monkeypatch.setattr(store._flushes, "wait_durable", flushed)
+    monkeypatch.setattr(coord.jobs, "update_job", updated)
+    monkeypatch.setattr(runtime, "context", lambda: ctx)
+    monkeypatch.setattr(runtime, "coordination", lambda: coord)
+    monkeypatch.setattr(runtime, "settings", lambda: ctx.settings)
+    monkeypatch.setattr(pipeline, "_request_drain", lambda tenant, space: happened.append("next"))
+    pipeline._drain(SpacePayload(enqueued_at=0.0, tenant="t", space="s"))
+    monkeypatch.undo()
+    return ctx, coord, happened
+
+
+def test_a_drain_commits_and_profiles_its_session_with_one_flush_before_the_job_is_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx, _, happened = _drained(tmp_path, monkeypatch)
+    # the commit and its profile batch: one flush, and the job is done only after it
+    assert happened == ["committing", "profiling", "flush", "done", "next"]
+    stored = records.get_session(ctx.store, "t", "s", "s1")
+    assert stored is not None and stored.status == "done"
+    assert ctx.store.count(Kind.FACTS, "t", "s") == 2
+
+
+def test_a_drain_whose_flush_fails_fails_its_job_and_the_space_moves_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, coord, happened = _drained(tmp_path, monkeypatch, fail_flush=True)
+    assert happened == ["committing", "profiling", "flush", "failed", "next"]
+    job = coord.jobs.get_job("t", "j1")
+    assert job is not None and job.state == "failed"
+    assert job.reason is not None and "writing to the store failed" in job.reason
+    assert coord.sequence.head("t", "s") is None
 
 
 def test_a_flush_failing_at_the_end_of_together_is_a_store_outage(

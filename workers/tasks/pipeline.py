@@ -114,19 +114,24 @@ def drain(self: Task, payload: dict[str, Any]) -> None:
 @tracing.stage("drain")
 def _drain(p: SpacePayload) -> None:
     observe_wait(Queue.MEMORY, p.enqueued_at)
-    step = stages.drain_stage(runtime.context(), runtime.coordination(), p.tenant, p.space)
-    if step is stages.Next.PROFILE:
-        # The session's profile batch runs here, in the task that committed it: a task of its
-        # own cost a message, its events, an ack and the space's records read again. A
-        # re-run of this drain (a budget wait, a crash) finds the session committed and
-        # comes back here. The head is read again after the lock: the profile stage acts
-        # only on a session that is committed, whichever it finds.
-        head = runtime.coordination().sequence.head(p.tenant, p.space)
-        if head is not None:  # (None would ask for an on-demand flush of the whole space)
-            _profile(
-                ProfilePayload(enqueued_at=0.0, tenant=p.tenant, space=p.space, session_id=head)
-            )
-    elif step is stages.Next.DRAIN:
+    ctx = runtime.context()
+    # The commit and the profile batch after it reach the disk with one flush: the profile
+    # stage makes them durable before the job is done (`MemoryContext.durable`).
+    with ctx.store.together():
+        step = stages.drain_stage(ctx, runtime.coordination(), p.tenant, p.space)
+        if step is stages.Next.PROFILE:
+            # The session's profile batch runs here, in the task that committed it: a task
+            # of its own cost a message, its events, an ack and the space's records read
+            # again. A re-run of this drain (a budget wait, a crash) finds the session
+            # committed and comes back here. The head is read again after the lock: the
+            # profile stage acts only on a session that is committed, whichever it finds.
+            head = runtime.coordination().sequence.head(p.tenant, p.space)
+            if head is not None:  # (None would ask for an on-demand flush of the whole space)
+                _profile(
+                    ProfilePayload(enqueued_at=0.0, tenant=p.tenant, space=p.space, session_id=head)
+                )
+            return
+    if step is stages.Next.DRAIN:
         _request_drain(p.tenant, p.space)
     elif step is stages.Next.BUSY:  # the holder may have died: a delayed drain, not a lane step
         send_drain(p.tenant, p.space, countdown=runtime.settings().broker.busy_retry_s)
