@@ -185,10 +185,8 @@ def _point(i: int) -> Point:
     return Point(id=f"f{i}", vector=np.eye(DIM, dtype=np.float32)[i % DIM], payload=payload)
 
 
-def test_writes_together_are_flushed_once_when_it_ends(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = EdgeStore(tmp_path / "store", DIM)
+def _flushed_tickets(store: EdgeStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The tickets the store waits to see flushed, in order, as it waits."""
     calls: list[int] = []
     real = store._flushes.wait_durable
 
@@ -197,6 +195,14 @@ def test_writes_together_are_flushed_once_when_it_ends(
         real(ticket, flush)
 
     monkeypatch.setattr(store._flushes, "wait_durable", counted)
+    return calls
+
+
+def test_writes_together_are_flushed_once_when_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = EdgeStore(tmp_path / "store", DIM)
+    calls = _flushed_tickets(store, monkeypatch)
     try:
         store.upsert(Kind.FACTS, [_point(0)])
         assert len(calls) == 1  # a write alone is flushed before it returns
@@ -214,14 +220,7 @@ def test_durable_flushes_what_together_wrote_so_far_and_the_block_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = EdgeStore(tmp_path / "store", DIM)
-    calls: list[int] = []
-    real = store._flushes.wait_durable
-
-    def counted(ticket: int, flush: Callable[[], None]) -> None:
-        calls.append(ticket)
-        real(ticket, flush)
-
-    monkeypatch.setattr(store._flushes, "wait_durable", counted)
+    calls = _flushed_tickets(store, monkeypatch)
     try:
         store.durable()  # outside a block nothing waits for a flush
         assert calls == []
