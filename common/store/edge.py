@@ -51,9 +51,10 @@ again. A scrub first needs room for a second copy of the shard (its size on disk
 midway is deleted, so that it never holds the space the next open checks for. Its cost
 grows with the whole store, not with what was erased: measured 0.4 s for 1k points and 1.3 s
 for 10k (about 0.3 s plus 0.1 ms a point; docs/operations.md). A flush is almost all the
-engine's msyncs of its mapped files, whose number grows with the payload indexes: 40 points
-and a flush took 6.7-7.5 ms with the three indexes of `INDEXED_FIELDS` against 12.4-13.0 ms
-with the nine an earlier release kept (at p50, on a 3,200-point shard), hence only three.
+engine's msyncs of its mapped files, whose number grows with the payload indexes: a 40-fact
+write with its flush took 9.9 ms at p50 with the three indexes of `INDEXED_FIELDS` against
+15.2 ms with the six others an earlier release kept as well (`python -m bench.edge_flush`,
+on a 3,000-fact shard), hence only three.
 """
 
 from __future__ import annotations
