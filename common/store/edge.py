@@ -110,7 +110,8 @@ DOC_FIELD = "_doc"  # the record's payload as one JSON document
 READ_FIELDS = [DOC_FIELD, ID_FIELD, KIND_FIELD, "tenant", "space"]
 # The payload fields the store's filters use (`_scope`), each with an index. Every other
 # field lives only in the document: an index costs each flush its files' syncs (six unused
-# ones made a flush about three times as long) and no read here filters on another field.
+# ones made a commit-sized write half as long again: `bench.edge_flush`) and no read here
+# filters on another field.
 INDEXED_FIELDS = ("tenant", "space", KIND_FIELD)
 COPY_PAGE = 512  # points per update when a scrub copies the shard
 # More than one update and a new 32 MiB log segment need (see the module docstring).
