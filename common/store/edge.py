@@ -631,7 +631,8 @@ class EdgeStore:
                 if self.snapshots is not None:
                     self.snapshots.invalidate(tenant, space)
                     if held is not None and (tenant, space) not in held.spaces:
-                        self.snapshots.hold(tenant, space)  # until `together()` flushes it
+                        # no saved index of the space until the block's flush
+                        self.snapshots.hold(tenant, space)
                         held.spaces.add((tenant, space))
             try:
                 self._check_writable("writing to")
@@ -650,9 +651,7 @@ class EdgeStore:
                 except Exception as exc:
                     failed = _first_line(exc)
             finally:
-                if held is not None:
-                    held.spaces |= spaces or set()  # saved indexes wait for the flush too
-                else:
+                if held is None:  # (a block's spaces were held above, until its flush)
                     self._written(spaces)
         if failed is None:
             return
