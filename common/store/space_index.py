@@ -235,12 +235,14 @@ class KindIndex(Generic[R]):
             return cos
         known, product, table, vectors = primed
         if product is None:  # rows written since priming are read below, as they are now
-            product = self._matrix[:known] @ vectors.T
-            product = np.ascontiguousarray(product, dtype=np.float32)
+            # One row per primed vector: each read is then contiguous (a column of a
+            # row-major product touches a cache line per row: at 100k facts, a tenth of
+            # the drain thread's time).
+            product = np.ascontiguousarray(vectors @ self._matrix[:known].T, dtype=np.float32)
             self._primed = (known, product, table, vectors)
         n = len(self.ids)
         out = np.empty(n, dtype=np.float32)
-        out[:known] = product[:, column]
+        out[:known] = product[column]
         if n > known:
             out[known:] = self._matrix[known:n] @ vector
         if self._rewritten:
