@@ -55,6 +55,8 @@ class MemoryContext:
     before_save: Callable[[SpaceIndex], None] | None = None
     # When each large space's index was last saved, and those changed since (embedded store).
     _saved_at: dict[tuple[str, str], float] = field(default_factory=dict, init=False, repr=False)
+    # how long the last save of each space's index took (`_save_if_due` spaces them out)
+    _save_took: dict[tuple[str, str], float] = field(default_factory=dict, init=False, repr=False)
     _unsaved: set[tuple[str, str]] = field(default_factory=set, init=False, repr=False)
     # Spaces whose index a stage or an erasure is changing ahead of its writes.
     _changing: dict[tuple[str, str], int] = field(default_factory=dict, init=False, repr=False)
@@ -121,6 +123,7 @@ class MemoryContext:
         key = (index.tenant, index.space)
         if snapshots is None or counts != _index_counts(index):
             return  # never save an index that does not match the store
+        began = time.monotonic()
         try:
             if self.before_save is not None:
                 self.before_save(index)
@@ -132,6 +135,7 @@ class MemoryContext:
             self._unsaved.add(key)
             return
         self._saved_at[key] = time.monotonic()
+        self._save_took[key] = self._saved_at[key] - began
         self._unsaved.discard(key)
 
     def _save_if_due(self, index: SpaceIndex, force: bool = False) -> None:
@@ -146,11 +150,13 @@ class MemoryContext:
             self._unsaved.add(key)
             return
         last = self._saved_at.get(key)
-        if (
-            not force
-            and last is not None
-            and time.monotonic() - last < cfg.index_snapshot_interval_s
-        ):
+        # A save pickles the whole index: the larger the space, the longer between saves, so
+        # that saving takes at most `index_snapshot_max_share` of the time.
+        interval = max(
+            cfg.index_snapshot_interval_s,
+            self._save_took.get(key, 0.0) / cfg.index_snapshot_max_share,
+        )
+        if not force and last is not None and time.monotonic() - last < interval:
             self._unsaved.add(key)
             return
         generation = snapshots.generation(index.tenant, index.space)

@@ -51,6 +51,14 @@ class StoreSettings(BaseModel):
     # when the store closes, so that a fresh process opens them in seconds.
     index_snapshot_min_facts: int = 2000
     index_snapshot_interval_s: float = 60.0
+    index_snapshot_max_share: float = Field(
+        default=0.05,
+        gt=0,
+        le=1,
+        description="the most of the owning process's time that saving a space's index may "
+        "take: after a save that took t seconds, the next waits t / share seconds when that is "
+        "longer than `index_snapshot_interval_s` (a 100k-fact index takes seconds to save)",
+    )
 
 
 class SimilaritySettings(BaseModel):

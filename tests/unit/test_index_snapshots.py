@@ -6,6 +6,7 @@ import pickle
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -103,6 +104,38 @@ def test_a_write_deletes_the_saved_index_before_it_changes_the_store(tmp_path: P
     fresh = _reopen(ctx)
     assert saved.exists()
     assert len(fresh.index("t", "s").facts) == 2
+
+
+def test_a_space_whose_save_takes_long_is_saved_less_often(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ctx = _small_snapshots(make_ctx(tmp_path, TableEncoder(), scripted=False))
+    store = ctx.settings.store.model_copy(
+        update={"index_snapshot_interval_s": 0.0, "index_snapshot_max_share": 0.05}
+    )
+    ctx.settings = ctx.settings.model_copy(update={"store": store})
+    clock = [1000.0]
+    monkeypatch.setattr("common.context.time", SimpleNamespace(monotonic=lambda: clock[0]))
+    build = ctx.before_save
+    assert build is not None
+
+    def slow_save(index: SpaceIndex) -> None:  # each save takes 10 s on this clock
+        build(index)
+        clock[0] += 10.0
+
+    ctx.before_save = slow_save
+    snapshots = ctx.store.snapshots
+    assert snapshots is not None
+    saved = snapshots.path("t", "s")
+    _commit(ctx, "s1", 1, ["Ann paints landscapes."])
+    assert saved.exists()
+    clock[0] += 150.0  # 10 s of saving may come once per 200 s (5%), not per interval (0 s)
+    _commit(ctx, "s2", 2, ["Ann rows boats."])
+    assert not saved.exists()
+    clock[0] += 60.0
+    _commit(ctx, "s3", 3, ["Ann bakes bread."])
+    assert saved.exists()
+    assert len(_reopen(ctx).index("t", "s").facts) == 3
 
 
 def test_a_saved_index_that_does_not_match_the_store_is_ignored(tmp_path: Path) -> None:
