@@ -86,7 +86,7 @@ def _cap_rows(
     i, j, w = i[keep], j[keep], w[keep]
     indptr = np.zeros(shape[0] + 1, dtype=np.int64)
     np.cumsum(np.bincount(i, minlength=shape[0]), out=indptr[1:])
-    return sp.csr_matrix((w, j, indptr), shape=shape)
+    return _csr(w, j, indptr, shape)
 
 
 def _cap_local(
@@ -117,7 +117,7 @@ def _cap_local(
         i, j, w = i[keep], j[keep], w[keep]
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(i, minlength=n), out=indptr[1:])
-    return sp.csr_matrix((w, j, indptr), shape=(n, n))
+    return _csr(w, j, indptr, (n, n))
 
 
 class Channels:
@@ -278,7 +278,7 @@ class LocalGraph:
         """Σ ω(k) over shared keywords from each of `rows` to every fact (or only to the other
         `rows`, columns then being positions in `rows`), one CSR row per row."""
         ch = self._channels
-        left = ch.incidence[rows]
+        left = _take_rows(ch.incidence, rows)
         # the local block is the slice's own transpose, taken before `left` is weighted
         right = left.T.tocsr() if among_themselves else ch.incidence_t
         left.data = left.data * self._omega[left.indices]
@@ -478,6 +478,34 @@ def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return offsets + np.arange(int(counts.sum()))
 
 
+_INT32_MAX = np.iinfo(np.int32).max
+
+
+def _csr(
+    data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, int]
+) -> sp.csr_matrix:
+    """A CSR matrix of these arrays, its indices and indptr 32-bit where they fit (as scipy
+    makes them): scipy checks the contents of 64-bit ones on every construction, a pass over
+    each and a copy, a tenth of the graph stage on a LoCoMo space."""
+    if max(shape, default=0) <= _INT32_MAX and indices.size <= _INT32_MAX:
+        indices = indices.astype(np.int32, copy=False)
+        indptr = indptr.astype(np.int32, copy=False)
+    return sp.csr_matrix((data, indices, indptr), shape=shape)
+
+
+def _take_rows(matrix: sp.csr_matrix, rows: np.ndarray) -> sp.csr_matrix:
+    """matrix[rows]: the rows in the order given, each with its entries in stored order, as
+    scipy's fancy indexing gives them, without its checks and copies (a tenth of the graph
+    stage on a LoCoMo space)."""
+    lo = matrix.indptr[rows]
+    counts = matrix.indptr[rows + 1] - lo
+    take = _ranges(lo, counts)
+    indptr = np.zeros(rows.size + 1, dtype=matrix.indptr.dtype)
+    np.cumsum(counts, out=indptr[1:])
+    shape = (rows.size, matrix.shape[1])
+    return _csr(matrix.data[take], matrix.indices[take], indptr, shape)
+
+
 def _submatrix(matrix: sp.csr_matrix, local: np.ndarray) -> sp.csr_matrix:
     """matrix[local][:, local] in one pass over the rows' entries: rows and columns renumbered
     to their positions in `local`, entries kept in stored order (scipy's two fancy-indexing
@@ -493,7 +521,7 @@ def _submatrix(matrix: sp.csr_matrix, local: np.ndarray) -> sp.csr_matrix:
     indptr = np.zeros(local.size + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=local.size), out=indptr[1:])
     shape = (local.size, local.size)
-    return sp.csr_matrix((matrix.data[take][keep], columns[keep], indptr), shape=shape)
+    return _csr(matrix.data[take][keep], columns[keep], indptr, shape)
 
 
 def _row(matrix: sp.csr_matrix, row: int) -> tuple[np.ndarray, np.ndarray]:

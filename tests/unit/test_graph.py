@@ -404,6 +404,22 @@ def test_local_submatrix_equals_scipy_indexing_entry_for_entry() -> None:
         assert np.array_equal(ours.data, theirs.data)
 
 
+def test_taken_rows_equal_scipy_indexing_entry_for_entry() -> None:
+    from common.retrieval.graph import _take_rows
+
+    rng = np.random.default_rng(6)
+    for _ in range(20):
+        dense = rng.random((60, 40)) * (rng.random((60, 40)) < 0.1)
+        dense[rng.integers(0, 60, 5)] = 0.0  # rows with no entries
+        matrix = sp.csr_matrix(dense)
+        rows = rng.integers(0, 60, rng.integers(1, 30))  # any order, repeats included
+        ours, theirs = _take_rows(matrix, rows), matrix[rows]
+        assert ours.shape == theirs.shape
+        assert np.array_equal(ours.indptr, theirs.indptr)
+        assert np.array_equal(ours.indices, theirs.indices)
+        assert np.array_equal(ours.data, theirs.data)
+
+
 def test_the_local_cap_keeps_the_entries_of_the_three_key_sort_ties_included() -> None:
     from common.retrieval.graph import _cap_local, _cap_rows
 
