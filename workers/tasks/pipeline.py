@@ -28,7 +28,7 @@ from common.queues import Queue, TaskName
 from workers import runtime
 from workers.celery_app import app, observe_wait
 from workers.tasks import fair
-from workers.tasks.policy import job_fails_on_permanent_error, send_drain, task
+from workers.tasks.policy import BUSY_RETRIES, job_fails_on_permanent_error, send_drain, task
 
 
 @task(TaskName.ACCEPT)
@@ -134,7 +134,7 @@ def _drain(p: SpacePayload) -> None:
     if step is stages.Next.DRAIN:
         _request_drain(p.tenant, p.space)
     elif step is stages.Next.BUSY:  # the holder may have died: a delayed drain, not a lane step
-        send_drain(p.tenant, p.space, countdown=runtime.settings().broker.busy_retry_s)
+        BUSY_RETRIES.send(p.tenant, p.space, runtime.settings().broker.busy_retry_s)
 
 
 def _request_drain(tenant: str, space: str) -> None:
@@ -197,4 +197,4 @@ def _profile(p: ProfilePayload, task: Task | None = None) -> None:
     if step is stages.Next.DRAIN:
         _request_drain(p.tenant, p.space)
     elif step is stages.Next.BUSY:
-        send_drain(p.tenant, p.space, countdown=busy_wait)
+        BUSY_RETRIES.send(p.tenant, p.space, busy_wait)

@@ -3,6 +3,7 @@ transient, how a permanent error ends its job, and how a step sends the next one
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -148,6 +149,36 @@ def send(name: TaskName, payload: Any, countdown: float | None = None) -> None:
 
 def send_drain(tenant: str, space: str, countdown: float | None = None) -> None:
     send(TaskName.DRAIN, SpacePayload(enqueued_at=0.0, tenant=tenant, space=space), countdown)
+
+
+class _BusyRetries:
+    """When this process's delayed drain of each space is due. A drain that finds its space
+    locked sends one a little later, in case the lock's holder died (a live holder asks for
+    the next drain itself): one such drain per space and process is enough. Without the
+    bound every drain that met the lock sent another, and each of those another on meeting
+    it again, so the drains circling a busy space grew with the length of its ingest
+    (hundreds, late in a 100k-fact one, every one a task and a lock read every 2 s)."""
+
+    def __init__(self) -> None:
+        self._due: dict[tuple[str, str], float] = {}  # until when another is not sent
+        self._lock = threading.Lock()
+
+    def send(self, tenant: str, space: str, countdown: float) -> None:
+        """A drain of the space in `countdown` seconds, unless this process sent one less
+        than half of that ago. The one sent always finds the mark gone when it runs (half
+        its delay before it may), so it is free to send the next: a space locked by a dead
+        holder always has a drain coming."""
+        now = time.monotonic()
+        with self._lock:
+            if self._due.get((tenant, space), 0.0) > now:
+                return
+            self._due[(tenant, space)] = now + countdown / 2
+            for key in [k for k, due in self._due.items() if due <= now]:
+                del self._due[key]  # spaces no longer busy
+        send_drain(tenant, space, countdown)
+
+
+BUSY_RETRIES = _BusyRetries()
 
 
 def reason(exc: Exception) -> str:
