@@ -260,8 +260,7 @@ class KindIndex(Generic[R]):
         for person in people:
             posting = self.people_postings.get(person)
             if posting:
-                rows = posting.arrays()[0]
-                hit[rows[rows < n]] = True
+                hit[_before(posting.arrays()[0], n)] = True
         return alive & hit
 
     def time_compatible(self, mask: np.ndarray, span: TimeRange | None) -> np.ndarray:
@@ -282,8 +281,7 @@ class KindIndex(Generic[R]):
         for kw in query:
             posting = self.kw_postings.get(kw)
             if posting:
-                rows = posting.arrays()[0]
-                inter[rows[rows < n]] += 1.0
+                inter[_before(posting.arrays()[0], n)] += 1.0
         union = self._kw_len[:n] + len(query) - inter
         share: np.ndarray = np.divide(
             inter, union, out=np.zeros(n, dtype=np.float32), where=union > 0
@@ -401,6 +399,16 @@ def _digest(text: str, keywords: Iterable[str]) -> bytes:
     of every text)."""
     joined = "\x1f".join([str(len(text)), text, *keywords])
     return hashlib.blake2b(joined.encode(), digest_size=16).digest()
+
+
+def _before(rows: np.ndarray, n: int) -> np.ndarray:
+    """`rows` less than `n` (a posting read while another thread appends past a reader's n):
+    the max is one pass where the filter is two and a copy (a speaker's posting holds most
+    of a space: at 100k rows, 0.03 against 0.33 ms)."""
+    if not rows.size or rows.max() < n:
+        return rows
+    kept: np.ndarray = rows[rows < n]
+    return kept
 
 
 def _key(vector: np.ndarray) -> bytes:

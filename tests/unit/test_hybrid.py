@@ -6,7 +6,7 @@ import pytest
 from common.models.memory import Fact, FactSource, FactTime
 from common.settings import SimilaritySettings
 from common.similarity import TextQuery, hybrid, hybrid_many, jaccard
-from common.store.space_index import SpaceIndex
+from common.store.space_index import SpaceIndex, _before
 from common.text.keywords import match_key
 
 # the paper's S_h: 0.7·cos + 0.3·keyword Jaccard (tests/unit/test_lexical.py covers BM25)
@@ -115,6 +115,15 @@ def test_mask_by_people(index: SpaceIndex) -> None:
     mask = index.facts.mask(["Tom"])
     assert ranked(index, vec(1, 0, 0), ["pottery"], mask=mask) == [("f2", 0.42), ("f3", 0.15)]
     assert ranked(index, vec(1, 0, 0), ["pottery"], mask=index.facts.mask(["Anika"])) == []
+
+
+def test_a_posting_read_keeps_only_the_rows_before_the_readers_end() -> None:
+    # rows another thread appended past the reader's n are left out; a posting wholly
+    # before it is used as it is, with no copy
+    rows = np.array([4, 0, 7, 2], dtype=np.int64)
+    assert _before(rows, 5).tolist() == [4, 0, 2]
+    assert _before(rows, 8) is rows
+    assert _before(np.empty(0, dtype=np.int64), 0).size == 0
 
 
 def test_exclude_and_k(index: SpaceIndex) -> None:
