@@ -243,7 +243,17 @@ def _cold_open_child(store_path: str, tenant: str, space: str, question: str) ->
     ctx.embedder.encode([])  # the model loaded: start-up, not the store's
     loaded = time.perf_counter()
     snapshots = ctx.store.snapshots
-    saved = snapshots is not None and snapshots.path(tenant, space).exists()
+    saved = False  # whether the index came from the saved one (a file of other code is not)
+    if snapshots is not None:
+        load = snapshots.load
+
+        def load_and_note(tenant: str, space: str, counts: dict[str, int]) -> Any | None:
+            nonlocal saved
+            index = load(tenant, space, counts)
+            saved = index is not None
+            return index
+
+        snapshots.load = load_and_note  # type: ignore[method-assign]
     records.require_space(ctx.store, tenant, space)  # the store opens on its first call
     opened = time.perf_counter()
     index = ctx.index(tenant, space)
