@@ -128,9 +128,9 @@ class EmbeddedResults(CacheBackend):  # type: ignore[misc]
 
 
 def embedded_config() -> dict[str, Any]:
-    """What the embedded mode changes in the shared Celery configuration. (A key that
-    `celery_config` also sets must be decided there: the app's configure hook applies
-    `celery_config` again when the app is first configured, after an update made before.)"""
+    """What the embedded mode changes in the shared Celery configuration, over
+    `celery_config`: applied once the app is configured (`EmbeddedWorker.start`), as the
+    app's configure hook applies `celery_config` over any update made before."""
     return {
         "broker_transport": f"{__name__}:EmbeddedTransport",
         "result_backend": f"{__name__}:EmbeddedResults",
@@ -158,6 +158,11 @@ class EmbeddedWorker:
         settings = runtime.settings()
         if settings.broker.url:
             raise RuntimeError("the embedded worker is for runs without a broker")
+        if not app.configured:
+            # Configure the app first: its hook applies `celery_config` when it is first
+            # configured, over any update made before, and the embedded result store would
+            # give way to the plain one (whose `.get()` polls every `interval`).
+            app.conf.find_value_for_key("broker_url")
         app.conf.update(celery_config(settings) | embedded_config())
         app.loader.import_default_modules()
         app.set_default()

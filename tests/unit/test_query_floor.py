@@ -5,8 +5,11 @@ polling on an interval."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -174,3 +177,33 @@ def test_consumer_wakes_on_arrival_not_after_its_polling_interval() -> None:
         started.set()
         conn.drain_events(timeout=30)
     assert received == [{"n": 1}]
+
+
+_WORKER_BACKEND = """
+import sys
+from pathlib import Path
+from common.settings import get_settings
+from workers import runtime
+from workers.celery_app import app
+from workers.embedded import EmbeddedWorker
+runtime.configure(get_settings().in_data_dir(Path(sys.argv[1])))
+worker = EmbeddedWorker()
+worker.start()
+try:
+    print(type(app.backend).__name__, app.conf.result_backend)
+finally:
+    worker.stop()
+"""
+
+
+def test_a_fresh_process_with_the_embedded_worker_waits_on_the_waking_result_store(
+    tmp_path: Path,
+) -> None:
+    # In a fresh process the app is configured when first read, and its configure hook
+    # applied the shared configuration over the embedded one: every `.get()` of a query
+    # then polled the plain in-memory store every 5 ms.
+    run = subprocess.run(
+        [sys.executable, "-c", _WORKER_BACKEND, str(tmp_path)],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert run.stdout.split() == ["EmbeddedResults", "workers.embedded:EmbeddedResults"]
