@@ -162,7 +162,7 @@ class EmbeddedWorker:
             # Configure the app first: its hook applies `celery_config` when it is first
             # configured, over any update made before, and the embedded result store would
             # give way to the plain one (whose `.get()` polls every `interval`).
-            app.conf.find_value_for_key("broker_url")
+            app.conf.finalize()
         app.conf.update(celery_config(settings) | embedded_config())
         app.loader.import_default_modules()
         app.set_default()

@@ -5,6 +5,7 @@ polling on an interval."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -202,8 +203,9 @@ def test_a_fresh_process_with_the_embedded_worker_waits_on_the_waking_result_sto
     # In a fresh process the app is configured when first read, and its configure hook
     # applied the shared configuration over the embedded one: every `.get()` of a query
     # then polled the plain in-memory store every 5 ms.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ATOMMEM_BROKER__")}
     run = subprocess.run(
         [sys.executable, "-c", _WORKER_BACKEND, str(tmp_path)],
-        capture_output=True, text=True, timeout=120, check=True,
+        capture_output=True, text=True, timeout=120, check=True, env=env,
     )  # fmt: skip
     assert run.stdout.split() == ["EmbeddedResults", "workers.embedded:EmbeddedResults"]
