@@ -232,6 +232,7 @@ def _cold_open_child(store_path: str, tenant: str, space: str, question: str) ->
     started = time.perf_counter()
     from common.retrieval.search import search
     from common.settings import get_settings
+    from common.store.space_index import SpaceIndex
     from workers.wiring import build_context
 
     imported = time.perf_counter()
@@ -249,8 +250,8 @@ def _cold_open_child(store_path: str, tenant: str, space: str, question: str) ->
 
         def load_and_note(tenant: str, space: str, counts: dict[str, int]) -> Any | None:
             nonlocal saved
-            index = load(tenant, space, counts)
-            saved = index is not None
+            index = load(tenant, space, counts)  # used as MemoryContext._open_index uses it
+            saved = isinstance(index, SpaceIndex) and index.dimension == ctx.embedder.dimension
             return index
 
         snapshots.load = load_and_note  # type: ignore[method-assign]

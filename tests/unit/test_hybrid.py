@@ -123,6 +123,7 @@ def test_a_posting_read_keeps_only_the_rows_before_the_readers_end() -> None:
     rows = np.array([4, 0, 7, 2], dtype=np.int64)
     assert _before(rows, 5).tolist() == [4, 0, 2]
     assert _before(rows, 8) is rows
+    assert _before(rows, 7).tolist() == [4, 0, 2]  # the reader's end itself is past it
     assert _before(np.empty(0, dtype=np.int64), 0).size == 0
 
 
