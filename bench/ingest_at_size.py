@@ -5,9 +5,11 @@ Building a 100k-fact space through the pipeline takes most of an hour on 2 cores
 harness fills one with `bench.cold_open.fill` (`bench.scale`'s synthetic facts written
 straight to the store, random unit vectors, no events), closes it, and then, per round, on a
 fresh copy of that directory in a fresh process: submits `--facts` facts of further
-synthetic sessions (dated after every filled one, so verification finds none of the filled
-facts in their time while events still rank all of them) to the large space and the same
-sessions to a space of their own, and times each ingest to its last job done. The second is
+synthetic sessions (their own ids, order after every filled one and session dates 80 years
+on; the days named in their texts are those of the filled sessions, so verification's time
+filter still finds filled facts of the same day, about ten a fact at 100k) to the large
+space and the same sessions to a space of their own, and times each ingest to its last job
+done. The second is
 the floor of the same process: their ratio is what the large space costs a commit. The two
 alternate which goes first from one round to the next. Results go to `--out`.
 

@@ -3,8 +3,8 @@ from bench.scale import synthetic_sessions
 
 
 def test_later_sessions_are_the_synthetic_ones_after_every_filled_session() -> None:
-    # the added sessions must not collide with the filled space's ids or order, and must
-    # start after its last session, so verification sees none of the filled facts in time
+    # the added sessions must not collide with the filled space's ids or order, and their
+    # sessions start after its last one (the days their texts name are left as they are)
     filled = synthetic_sessions(600, 7)
     later = later_sessions(600, 7)
     assert [s.turns for s in later] == [s.turns for s in filled]
