@@ -158,11 +158,10 @@ class EmbeddedWorker:
         settings = runtime.settings()
         if settings.broker.url:
             raise RuntimeError("the embedded worker is for runs without a broker")
-        if not app.configured:
-            # Configure the app first: its hook applies `celery_config` when it is first
-            # configured, over any update made before, and the embedded result store would
-            # give way to the plain one (whose `.get()` polls every `interval`).
-            app.conf.finalize()
+        # Configure the app first (a no-op once it is): its hook applies `celery_config` when
+        # it is first configured, over any update made before, and the embedded result store
+        # would give way to the plain one (whose `.get()` polls every `interval`).
+        app.conf.finalize()
         app.conf.update(celery_config(settings) | embedded_config())
         app.loader.import_default_modules()
         app.set_default()
