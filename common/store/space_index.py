@@ -22,6 +22,7 @@ from common.settings import SimilaritySettings
 from common.similarity import TextQuery, hybrid_many
 from common.store import longlived
 from common.store.base import Kind, Store
+from common.store.bfloat16_rows import MIN_ROWS, BFloat16Rows
 from common.store.packed import Records
 from common.text.keywords import match_keys
 from common.text.lexical import Bm25, document_terms, query_terms
@@ -77,6 +78,8 @@ class KindIndex(Generic[R]):
         # when the first of them needs it (candidates few enough are read on their own).
         self._primed: tuple[int, np.ndarray | None, dict[bytes, int], np.ndarray] | None = None
         self._rewritten: set[int] = set()
+        # The rows in bfloat16 once there are MIN_ROWS of them: a top-k's first pass.
+        self._bf16: BFloat16Rows | None = None
 
     def __len__(self) -> int:
         return int(self.alive[: len(self.ids)].sum())
@@ -114,6 +117,8 @@ class KindIndex(Generic[R]):
         pad = np.full(cap - self._start.size, -1, dtype=np.int64)
         self._start = np.concatenate([self._start, pad])
         self._end = np.concatenate([self._end, pad])
+        if self._bf16 is not None:
+            self._bf16.grow(cap)
 
     def __getstate__(self) -> dict[str, object]:
         """A saved index (common/store/snapshots.py) holds no per-query cache (the last
@@ -123,6 +128,7 @@ class KindIndex(Generic[R]):
         state["_primed"] = None
         state["_rewritten"] = set()
         state["_matrix"] = self._matrix[: len(self.ids)]
+        state["_bf16"] = None  # made again from the matrix
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -131,6 +137,7 @@ class KindIndex(Generic[R]):
         state["_matrix"] = np.zeros((capacity, used.shape[1]), dtype=np.float32)
         state["_matrix"][: used.shape[0]] = used
         self.__dict__.update(state)
+        self._copy_rows()
 
     def _unindex(self, row: int) -> None:
         self.lexicon.clear(row)
@@ -170,6 +177,7 @@ class KindIndex(Generic[R]):
             if self._primed is not None and row < self._primed[0]:
                 self._rewritten.add(row)
         self._matrix[row] = vector
+        self._copy_rows(row)
         self.alive[row] = True
         span = self._span(record) if self._span else None
         self._start[row] = span.start.toordinal() if span else -1
@@ -193,6 +201,16 @@ class KindIndex(Generic[R]):
         self._lexical_memo = None
         self.mutations += 1
 
+    def _copy_rows(self, row: int | None = None) -> None:
+        """Keep the bfloat16 copy of `row` (made of every row once there are MIN_ROWS; with
+        no row, only where there are). Only the writer calls this: the copy is made and kept
+        in step with the matrix by the thread that writes it."""
+        if self._bf16 is not None:
+            if row is not None:
+                self._bf16.put(row, self._matrix[row : row + 1])
+        elif len(self.ids) >= MIN_ROWS:
+            self._bf16 = BFloat16Rows(self.matrix, self._matrix.shape[0])
+
     def remove(self, item_id: str) -> None:
         """Take a row out and forget its content (text, keywords, vector): an erased record
         leaves nothing in memory that a saved index would keep. Its id keeps its row, so a
@@ -207,6 +225,7 @@ class KindIndex(Generic[R]):
         self._kw[row] = frozenset()
         self._kw_len[row] = 0
         self._matrix[row] = 0.0
+        self._copy_rows(row)
         self._lexical_memo = None
         self.mutations += 1
 
@@ -368,13 +387,44 @@ class KindIndex(Generic[R]):
         rows = np.flatnonzero(mask)
         if rows.size == 0:
             return []
-        cos = self.cosines_at(vector, rows)
         lex = self._lexical_at(query, weights, rows)
+        if k is not None and (kept := self._ruled_in(vector, rows, lex, weights, k)) is not None:
+            rows, lex = rows[kept], lex[kept]
+        cos = self.cosines_at(vector, rows)
         score = hybrid_many(cos, lex, weights)
         order = _top_order(score, rows, k)
         return [
             Scored(self.ids[rows[i]], float(score[i]), float(cos[i]), float(lex[i])) for i in order
         ]
+
+    def _ruled_in(
+        self,
+        vector: np.ndarray,
+        rows: np.ndarray,
+        lex: np.ndarray,
+        weights: SimilaritySettings,
+        k: int,
+    ) -> np.ndarray | None:
+        """Positions in `rows` of those that the bfloat16 first pass cannot rule out of the
+        top k by S_h: a row whose score's upper bound is below the k-th best lower bound has
+        k rows surely above it. Every row of the exact top k (ties at its boundary included)
+        is kept, so ranking the kept rows exactly gives the same top k. None where no first
+        pass runs (no copy, PyTorch still loading, or too few rows to gain)."""
+        copy = self._bf16
+        if copy is None or rows.size <= k or weights.alpha < 0:
+            return None
+        n = len(self.ids)
+        first = copy.cosines(vector, n)
+        if first is None:
+            return None
+        approx, bound = first if rows.size == n else (first[0][rows], first[1][rows])
+        base = hybrid_many(approx, lex, weights)
+        # the float32 arithmetic of the scores, compared here and ranked below, within _SLACK
+        reach = np.float32(weights.alpha) * bound + np.float32(_SLACK)
+        low = base - reach
+        floor = np.partition(low, low.size - k)[low.size - k]
+        kept: np.ndarray = np.flatnonzero(base + reach >= floor)
+        return kept
 
 
 # Relative costs behind the choice between reading some rows and scanning all of them: a
@@ -382,6 +432,8 @@ class KindIndex(Generic[R]):
 # rows gathered out of the matrix against those multiplied in place.
 _ROW_READ = 16
 _GATHER = 4
+# A margin on S_h's float32 arithmetic (values of about 1), beyond the first pass's bound.
+_SLACK = 1e-6
 
 
 def _discard(postings: dict[str, Posting], key: str, row: int) -> None:

@@ -1,0 +1,152 @@
+"""A large kind's rows in bfloat16 beside their float32 matrix, for a ranking's first pass.
+
+A question's primary recall ranks every fact of the space by S_h = alpha·cos + beta·L. At
+100k facts the float32 matrix (150 MB) no longer fits the cache and the scan is bound by
+memory: 10.3 ms on one thread, against 2.9 ms for the same product over a bfloat16 copy
+(half the bytes; PyTorch's kernel, float32 accumulation). The copy's cosines are not exact,
+but each one's error has a bound, so the ranking stays exact (`KindIndex.hybrid`): the rows
+whose upper bound reaches the k-th best lower bound are the only ones that can make the top
+k, and they alone (a few dozen of 100k) are then scored on the float32 rows.
+
+The bound on |v·x − approx|, for a query v and a row x with copies v', x' (bfloat16):
+    v·x − v'·x' = v·(x − x') + (v − v')·x'   ≤ ‖v‖·‖x − x'‖ + ‖v − v'‖·‖x'‖
+plus the kernel's own error: products of two bfloat16 values are exact in float32, their
+float32 sum is off by at most d·2⁻²⁴·‖v'‖·‖x'‖, and the result is rounded to bfloat16 (half a
+unit in the last of its 8 bits: 2⁻⁹ of it). Each row's ‖x − x'‖ and ‖x'‖ are kept beside it.
+
+The copy is made with numpy (round to nearest even on the float32 bits), so writes need no
+PyTorch; PyTorch is imported on a thread of its own the first time a copy is made (1.3 s, a
+question's worth of work many times over), and until it has loaded, rankings read the float32
+matrix as before. Where PyTorch is not installed they always do.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import threading
+from types import ModuleType
+
+import numpy as np
+
+# Rows from which a kind keeps a bfloat16 copy. Below it the float32 scan is in the cache and
+# the first pass saves little: one thread, 384 dimensions, float32 against bfloat16 plus the
+# bounds and the rerank (bench/README.md, "Round seven"): 20k rows 0.93 against 0.57 ms,
+# 50k 2.4 against 1.4, 100k 10.3 against 2.9.
+MIN_ROWS = 20_000
+
+# Relative error of the kernel's result rounded to bfloat16, with a margin: half a unit in
+# the last place is 2⁻⁹ of the value; 2⁻⁸ covers the distance between the rounded result and
+# the value it was rounded from. And float32's unit roundoff, for the sum.
+_OUTPUT_ROUNDING = 2.0**-8
+_SUM_ROUNDING = 2.0**-24
+# Rows rounded at a time (a block and its temporaries stay in the cache).
+_BLOCK = 1024
+# What no float32 arithmetic of values of this size reaches (the bounds' own rounding).
+_SLACK = 1e-6
+
+
+class BFloat16Rows:
+    """bfloat16 copies of a matrix's rows (the upper half of each float32's bits), each row's
+    rounding error ‖x − x'‖ and its copy's norm ‖x'‖, in arrays of the matrix's capacity."""
+
+    def __init__(self, matrix: np.ndarray, capacity: int) -> None:
+        dimension = matrix.shape[1]
+        self._bits = np.zeros((capacity, dimension), dtype=np.int16)
+        self._error = np.zeros(capacity, dtype=np.float32)
+        self._norm = np.zeros(capacity, dtype=np.float32)
+        self.put(0, matrix)
+        _start_import()
+
+    def put(self, start: int, rows: np.ndarray) -> None:
+        """Copy `rows` (float32) into rows start, start + 1, ... (in blocks that stay in the
+        cache: 100k rows in about 0.1 s, one row in about 10 µs)."""
+        for at in range(0, rows.shape[0], _BLOCK):
+            block = np.ascontiguousarray(rows[at : at + _BLOCK], dtype=np.float32)
+            bits, back = rounded(block)
+            where = slice(start + at, start + at + block.shape[0])
+            self._bits[where] = bits
+            self._norm[where] = _norms(back)
+            self._error[where] = _norms(np.subtract(block, back, out=back))
+
+    def grow(self, capacity: int) -> None:
+        """Arrays of `capacity` rows, the present rows copied (a reader keeps the old ones)."""
+        bits = np.zeros((capacity, self._bits.shape[1]), dtype=np.int16)
+        bits[: self._bits.shape[0]] = self._bits
+        error = np.zeros(capacity, dtype=np.float32)
+        error[: self._error.size] = self._error
+        norm = np.zeros(capacity, dtype=np.float32)
+        norm[: self._norm.size] = self._norm
+        self._bits, self._error, self._norm = bits, error, norm
+
+    def cosines(self, vector: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The approximate cosines of `vector` with rows 0..n-1, and a bound on each one's
+        error; None while PyTorch is loading, or where it is not installed."""
+        torch = _loaded()
+        if torch is None:
+            return None
+        bits, error, norm = self._bits, self._error, self._norm  # one state, if one grows
+        query_bits, query_back = rounded(vector[None, :])
+        rows = torch.from_numpy(bits[:n]).view(torch.bfloat16)
+        query = torch.from_numpy(query_bits[0]).view(torch.bfloat16)
+        approx: np.ndarray = torch.mv(rows, query).float().numpy()
+        length = float(np.linalg.norm(vector))
+        query_error = float(np.linalg.norm(vector - query_back[0]))
+        query_norm = float(np.linalg.norm(query_back[0]))
+        sum_error = bits.shape[1] * _SUM_ROUNDING * query_norm
+        bound = (length * error[:n] + (query_error + sum_error) * norm[:n]) + (
+            _OUTPUT_ROUNDING * np.abs(approx) + _SLACK
+        )
+        return approx, bound
+
+
+def rounded(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`rows` (float32, at most 1 in size) rounded to bfloat16, to the nearest and ties to
+    even: their bits (int16) and their values back in float32."""
+    bits = np.ascontiguousarray(rows, dtype=np.float32).view(np.uint32)
+    upper = bits >> np.uint32(16)
+    upper &= np.uint32(1)
+    upper += np.uint32(0x7FFF)
+    upper += bits
+    upper >>= np.uint32(16)
+    kept = upper.astype(np.int16)  # the low 16 bits of each
+    upper <<= np.uint32(16)
+    return kept, upper.view(np.float32)
+
+
+def _norms(rows: np.ndarray) -> np.ndarray:
+    norms: np.ndarray = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+    return norms
+
+
+_torch: ModuleType | None = None
+_importer: threading.Thread | None = None
+_import_lock = threading.Lock()
+
+
+def _loaded() -> ModuleType | None:
+    return _torch
+
+
+def _start_import() -> None:
+    """Import PyTorch on a thread of its own, once per process, where it is installed."""
+    global _importer
+    with _import_lock:
+        if _importer is not None or importlib.util.find_spec("torch") is None:
+            return
+        _importer = threading.Thread(target=_import_torch, name="torch-import", daemon=True)
+        _importer.start()
+
+
+def _import_torch() -> None:
+    global _torch
+    _torch = importlib.import_module("torch")
+
+
+def wait_for_torch(timeout: float | None = None) -> ModuleType | None:
+    """PyTorch, once the import the first copy started has finished (started here if none
+    was): for tests and benchmarks that time the first pass and not the import."""
+    _start_import()
+    if _importer is not None:
+        _importer.join(timeout)
+    return _torch
