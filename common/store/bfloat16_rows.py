@@ -1,12 +1,13 @@
 """A large kind's rows in bfloat16 beside their float32 matrix, for a ranking's first pass.
 
 A question's primary recall ranks every fact of the space by S_h = alpha·cos + beta·L. At
-100k facts the float32 matrix (150 MB) no longer fits the cache and the scan is bound by
-memory: 10.3 ms on one thread, against 2.9 ms for the same product over a bfloat16 copy
-(half the bytes; PyTorch's kernel, float32 accumulation). The copy's cosines are not exact,
-but each one's error has a bound, so the ranking stays exact (`KindIndex.hybrid`): the rows
-whose upper bound reaches the k-th best lower bound are the only ones that can make the top
-k, and they alone (a few dozen of 100k) are then scored on the float32 rows.
+100k facts the float32 matrix (150 MB) no longer stays in the shared cache and the scan is
+bound by memory: 8.0 ms on one thread, where a top k through the bfloat16 copy (half the
+bytes; PyTorch's kernel, float32 sums) takes 3.8 ms in all (`bench.first_pass`). The copy's
+cosines are not exact, but each one's error has a bound, so the ranking stays exact
+(`KindIndex.hybrid`): the rows whose upper bound reaches the k-th best lower bound are the
+only ones that can make the top k, and they alone (a few dozen of 100k) are then scored on
+the float32 rows.
 
 The bound on |v·x − approx|, for a query v and a row x with copies v', x' (bfloat16):
     v·x − v'·x' = v·(x − x') + (v − v')·x'   ≤ ‖v‖·‖x − x'‖ + ‖v − v'‖·‖x'‖
@@ -29,10 +30,11 @@ from types import ModuleType
 
 import numpy as np
 
-# Rows from which a kind keeps a bfloat16 copy. Below it the float32 scan is in the cache and
-# the first pass saves little: one thread, 384 dimensions, float32 against bfloat16 plus the
-# bounds and the rerank (bench/README.md, "Round seven"): 20k rows 0.93 against 0.57 ms,
-# 50k 2.4 against 1.4, 100k 10.3 against 2.9.
+# Rows from which a kind keeps a bfloat16 copy. A top k over every row (k = 5, 384
+# dimensions, one BLAS thread), float32 against the first pass, p50 in `bench.first_pass`
+# (bench/README.md, "Round seven"): 5k rows 0.29 against 0.30 ms, 10k 0.59 against 0.50,
+# 20k 1.07 against 0.56, 50k 2.67 against 1.49, 100k 8.55 against 3.79. Below 20k the gain
+# is a tenth of a millisecond and the copy costs 768 bytes a row.
 MIN_ROWS = 20_000
 
 # Relative error of the kernel's result rounded to bfloat16, with a margin: half a unit in

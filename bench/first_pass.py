@@ -1,0 +1,126 @@
+"""`python -m bench.first_pass`: where a space's top k by S_h gains from the bfloat16 first
+pass (`common/store/bfloat16_rows.py`), and whether its top k stays the exact one.
+
+For each size, one kind index of N synthetic rows (384-d unit vectors drawn at random,
+keywords from a vocabulary of 3,000 words, two speakers), built as a space index is, with its
+bfloat16 copy made whatever the size. Timed per question, alternately with and without the
+copy: `KindIndex.hybrid` over every row for the top k (what primary recall does), and the
+float32 scan alone (`matrix @ vector`) beside it. Also counted: the rows the first pass
+keeps for the exact rerank, and the questions whose top k differs from the exact one (ids
+and order; rows whose scores tie to float32's last place may trade places). Random
+vectors are spread more evenly than a model's, so the rows kept are a rough guide only; the
+model's own are in `bench scale`. Results go to `bench/results/first_pass.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.metrics import percentiles
+from common.settings import SimilaritySettings
+from common.similarity import TextQuery
+from common.store import bfloat16_rows
+from common.store.bfloat16_rows import BFloat16Rows
+from common.store.space_index import KindIndex
+
+DIM = 384
+WORDS = [f"word{i}" for i in range(3000)]
+SPEAKERS = (["Ann"], ["Ben"])
+
+
+class _Row:
+    def __init__(self, people: list[str]) -> None:
+        self.participants = people
+
+
+def _people(row: _Row) -> list[str]:
+    return row.participants
+
+
+def build(n: int, rng: np.random.Generator) -> KindIndex[Any]:
+    index: KindIndex[Any] = KindIndex(DIM, _people)
+    matrix = rng.standard_normal((n, DIM)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    for i, vector in enumerate(matrix):
+        words = [str(w) for w in rng.choice(WORDS, size=4, replace=False)]
+        index.upsert(f"r{i}", _Row(SPEAKERS[i % 2]), vector, words, " ".join(words))
+    if index._bf16 is None:  # below MIN_ROWS: made here, to time what it would gain
+        index._bf16 = BFloat16Rows(index.matrix, index.matrix.shape[0])
+    return index
+
+
+def run_size(n: int, questions: int, k: int, seed: int) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    index = build(n, rng)
+    weights = SimilaritySettings()
+    mask = index.mask()
+    copy = index._bf16
+    times: dict[str, list[float]] = {"first_pass": [], "float32": [], "scan": []}
+    kept: list[int] = []
+    differ = 0
+    for _ in range(questions):
+        vector = rng.standard_normal(DIM).astype(np.float32)
+        vector /= np.linalg.norm(vector)
+        query = TextQuery.of(" ".join(str(w) for w in rng.choice(WORDS, size=3)))
+        index.lexical(query, weights)  # kept for the question, as search does first
+        tops = {}
+        for name, with_copy in (("first_pass", copy), ("float32", None)):
+            index._bf16 = with_copy
+            began = time.perf_counter()
+            found = index.hybrid(vector, query, weights, mask, k=k)
+            times[name].append((time.perf_counter() - began) * 1000)
+            tops[name] = [s.id for s in found]
+        index._bf16 = copy
+        began = time.perf_counter()
+        _ = index.matrix @ vector
+        times["scan"].append((time.perf_counter() - began) * 1000)
+        rows = index._ruled_in(vector, np.arange(n), index.lexical(query, weights), weights, k)
+        kept.append(n if rows is None else int(rows.size))
+        differ += tops["first_pass"] != tops["float32"]
+    return {
+        "rows": n,
+        "k": k,
+        "questions": questions,
+        "top_k_ms": {name: percentiles(values) for name, values in times.items()},
+        "speedup_p50": round(
+            percentiles(times["float32"])["p50"] / percentiles(times["first_pass"])["p50"], 2
+        ),
+        "rows_kept": percentiles([float(x) for x in kept]),
+        "top_k_differs": differ,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[5000, 10000, 20000, 50000, 100000])
+    parser.add_argument("--questions", type=int, default=100)
+    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--out", type=Path, default=Path("bench/results/first_pass.json"))
+    args = parser.parse_args(argv)
+    torch = bfloat16_rows.wait_for_torch()
+    if torch is None:
+        parser.error("PyTorch is not installed: the first pass never runs")
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")  # as a worker runs it (workers/wiring.py)
+    rows = []
+    for n in args.sizes:
+        row = run_size(n, args.questions, args.k, args.seed)
+        row["torch_threads"] = torch.get_num_threads()
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    result = {"benchmark": "first_pass", "min_rows": bfloat16_rows.MIN_ROWS, "sizes": rows}
+    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
