@@ -10,6 +10,11 @@ keeps for the exact rerank, and the questions whose top k differs from the exact
 and order; rows whose scores tie to float32's last place may trade places). Random
 vectors are spread more evenly than a model's, so the rows kept are a rough guide only; the
 model's own are in `bench scale`. Results go to `bench/results/first_pass.json`.
+
+With `--data-dir D --space S` it runs instead on a space a `bench scale` run left in D (the
+model's embeddings, events and profiles): `bench scale`'s synthetic questions, each answered
+by `full` recall in this process with the first pass and without it (which goes first
+alternating), with the stages' p50 of each and the questions whose top 10 differs.
 """
 
 from __future__ import annotations
@@ -96,6 +101,53 @@ def run_size(n: int, questions: int, k: int, seed: int) -> dict[str, Any]:
     }
 
 
+def run_space(data: Path, tenant: str, space: str, questions: int, seed: int) -> dict[str, Any]:
+    """`full` recall on a stored space, each question with the first pass and without."""
+    from bench.scale import synthetic_questions
+    from common.retrieval.search import search
+    from common.settings import Settings
+    from workers import runtime
+
+    settings = Settings().in_data_dir(data)
+    runtime.configure(settings)
+    ctx = runtime.context()
+    try:
+        index = ctx.index(tenant, space)
+        copy = index.facts._bf16
+        if copy is None:
+            raise SystemExit(f"{space}: {len(index.facts)} facts, no bfloat16 copy kept")
+        asked = synthetic_questions(questions + 10, seed)
+        for question in asked[:10]:  # the model, the graph's channels, the caches: warm
+            search(ctx, tenant, space, question, mode="full")
+        stages: dict[str, dict[str, list[float]]] = {"first_pass": {}, "float32": {}}
+        differ = 0
+        arms = [("first_pass", copy), ("float32", None)]
+        for i, question in enumerate(asked[10:]):
+            tops = {}
+            # which goes first alternates: the second reads the lexical scores the first kept
+            for name, with_copy in arms if i % 2 == 0 else arms[::-1]:
+                index.facts._bf16 = with_copy
+                result = search(ctx, tenant, space, question, mode="full")
+                tops[name] = [h.fact.id for h in result.hits]
+                for stage, ms in result.timings_ms.items():
+                    stages[name].setdefault(stage, []).append(ms)
+            index.facts._bf16 = copy
+            differ += tops["first_pass"] != tops["float32"]
+        return {
+            "space": space,
+            "facts": len(index.facts),
+            "events": len(index.events),
+            "questions": questions,
+            "stage_p50_ms": {
+                name: {stage: percentiles(v)["p50"] for stage, v in by_stage.items()}
+                for name, by_stage in stages.items()
+            },
+            "top_10_differs": differ,
+        }
+    finally:
+        runtime.reset()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[5000, 10000, 20000, 50000, 100000])
@@ -103,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=Path("bench/results/first_pass.json"))
+    parser.add_argument("--data-dir", type=Path, help="a `bench scale` run's data directory")
+    parser.add_argument("--space", help="with --data-dir: the space to ask (e.g. scale-100000)")
+    parser.add_argument("--tenant", default="default")
     args = parser.parse_args(argv)
     torch = bfloat16_rows.wait_for_torch()
     if torch is None:
@@ -110,6 +165,15 @@ def main(argv: list[str] | None = None) -> int:
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1, user_api="blas")  # as a worker runs it (workers/wiring.py)
+    if args.data_dir is not None:
+        if not args.space:
+            parser.error("--data-dir needs --space")
+        found = run_space(args.data_dir, args.tenant, args.space, args.questions, args.seed)
+        found["torch_threads"] = torch.get_num_threads()
+        print(json.dumps(found), flush=True)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(found, indent=2) + "\n", encoding="utf-8")
+        return 0
     rows = []
     for n in args.sizes:
         row = run_size(n, args.questions, args.k, args.seed)
