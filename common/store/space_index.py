@@ -409,9 +409,13 @@ class KindIndex(Generic[R]):
         top k by S_h: a row whose score's upper bound is below the k-th best lower bound has
         k rows surely above it. Every row of the exact top k (ties at its boundary included)
         is kept, so ranking the kept rows exactly gives the same top k. None where no first
-        pass runs (no copy, PyTorch still loading, or too few rows to gain)."""
+        pass runs: no copy, PyTorch still loading, too few rows to gain, or a vector a commit
+        primed (its cosines are read from the batch's one product, cheaper than a pass)."""
         copy = self._bf16
         if copy is None or rows.size <= k or weights.alpha < 0:
+            return None
+        primed = self._primed
+        if primed is not None and _key(vector) in primed[2]:
             return None
         n = len(self.ids)
         first = copy.cosines(vector, n)

@@ -194,6 +194,24 @@ def test_without_pytorch_the_ranking_reads_the_float32_rows(
     assert first == exact and len(first) == 5
 
 
+def test_a_vector_a_commit_primed_reads_the_batchs_product(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a commit's drafts are compared with the space through one product for the batch: a
+    # first pass per draft would read the whole copy again for each
+    monkeypatch.setattr(space_index, "MIN_ROWS", 300)
+    index = _space(np.random.default_rng(7), 400, 16)
+    drafts = _unit(np.random.default_rng(8), 3, 16)
+    lexical = np.zeros(400, np.float32)
+    assert index._ruled_in(drafts[0], np.arange(400), lexical, BM25, 5) is not None
+    index.prime(drafts)
+    assert index._ruled_in(drafts[0], np.arange(400), lexical, BM25, 5) is None
+    other = _unit(np.random.default_rng(9), 1, 16)[0]  # a question beside the commit
+    assert index._ruled_in(other, np.arange(400), lexical, BM25, 5) is not None
+    index.unprime()
+    assert index._ruled_in(drafts[0], np.arange(400), lexical, BM25, 5) is not None
+
+
 def test_below_min_rows_no_copy_is_kept() -> None:
     index = _space(np.random.default_rng(6), 50, 16)
     assert index._bf16 is None
