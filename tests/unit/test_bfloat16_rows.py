@@ -41,6 +41,11 @@ def _torch_loaded() -> None:
     assert bfloat16_rows.wait_for_torch(60) is not None
 
 
+@pytest.fixture
+def _copy_from_300_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(space_index, "MIN_ROWS", 300)
+
+
 def test_rounding_is_pytorchs_round_to_nearest_even() -> None:
     rng = np.random.default_rng(1)
     values = np.concatenate([_unit(rng, 200, 64).ravel(), [0.0, -0.0, 1.0, -1.0, 1e-30]])
@@ -134,10 +139,8 @@ def _with_and_without_copy(
     return first, exact
 
 
-def test_a_top_k_through_the_first_pass_is_the_exact_top_k(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(space_index, "MIN_ROWS", 300)
+@pytest.mark.usefixtures("_copy_from_300_rows")
+def test_a_top_k_through_the_first_pass_is_the_exact_top_k() -> None:
     rng = np.random.default_rng(3)
     index = _space(rng, 1200, 32)
     assert index._bf16 is not None  # made when the 300th row came in, kept since
@@ -155,10 +158,8 @@ def test_a_top_k_through_the_first_pass_is_the_exact_top_k(
     assert ruled_out > 0.5 * 40 * 1200  # the first pass does rule rows out
 
 
-def test_the_copy_follows_writes_growth_masks_and_a_saved_index(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(space_index, "MIN_ROWS", 300)
+@pytest.mark.usefixtures("_copy_from_300_rows")
+def test_the_copy_follows_writes_growth_masks_and_a_saved_index() -> None:
     rng = np.random.default_rng(4)
     index = _space(rng, 400, 16)
     vector = index.matrix[5].copy()
@@ -181,10 +182,10 @@ def test_the_copy_follows_writes_growth_masks_and_a_saved_index(
     assert _same(first, exact) and _same(first, _ranked(index, vector, "pottery vase", k=5))
 
 
+@pytest.mark.usefixtures("_copy_from_300_rows")
 def test_without_pytorch_the_ranking_reads_the_float32_rows(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(space_index, "MIN_ROWS", 300)
     index = _space(np.random.default_rng(5), 400, 16)
     vector = index.matrix[9].copy()
     monkeypatch.setattr(bfloat16_rows, "_torch", None)  # still loading, or not installed
@@ -194,12 +195,10 @@ def test_without_pytorch_the_ranking_reads_the_float32_rows(
     assert first == exact and len(first) == 5
 
 
-def test_a_vector_a_commit_primed_reads_the_batchs_product(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.mark.usefixtures("_copy_from_300_rows")
+def test_a_vector_a_commit_primed_reads_the_batchs_product() -> None:
     # a commit's drafts are compared with the space through one product for the batch: a
     # first pass per draft would read the whole copy again for each
-    monkeypatch.setattr(space_index, "MIN_ROWS", 300)
     index = _space(np.random.default_rng(7), 400, 16)
     drafts = _unit(np.random.default_rng(8), 3, 16)
     lexical = np.zeros(400, np.float32)
