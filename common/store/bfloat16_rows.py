@@ -2,44 +2,53 @@
 
 A question's primary recall ranks every fact of the space by S_h = alpha·cos + beta·L. At
 100k facts the float32 matrix (150 MB) no longer stays in the shared cache and the scan is
-bound by memory: 8.0 ms on one thread, where a top k through the bfloat16 copy (half the
-bytes; PyTorch's kernel, float32 sums) takes 3.8 ms in all (`bench.first_pass`). The copy's
-cosines are not exact, but each one's error has a bound, so the ranking stays exact
-(`KindIndex.hybrid`): the rows whose upper bound reaches the k-th best lower bound are the
-only ones that can make the top k, and they alone (a few dozen of 100k) are then scored on
-the float32 rows.
+bound by memory: a top 5 over every row took 11.0 ms with numpy on one BLAS thread, against
+5.0 ms through the bfloat16 copy (half the bytes; PyTorch's kernel, float32 sums, on its two
+threads here; 8.3 ms on one) in `bench.first_pass`. The copy's cosines are not exact, but
+each one's error has a bound, so the ranking stays exact (`KindIndex.hybrid`): the rows whose
+upper bound reaches the k-th best lower bound are the only ones that can make the top k, and
+they alone (at most 11 of 100k random rows in `bench.first_pass`) are then scored on the
+float32 rows.
 
 The bound on |v·x − approx|, for a query v and a row x with copies v', x' (bfloat16):
     v·x − v'·x' = v·(x − x') + (v − v')·x'   ≤ ‖v‖·‖x − x'‖ + ‖v − v'‖·‖x'‖
 plus the kernel's own error: products of two bfloat16 values are exact in float32, their
 float32 sum is off by at most d·2⁻²⁴·‖v'‖·‖x'‖, and the result is rounded to bfloat16 (half a
-unit in the last of its 8 bits: 2⁻⁹ of it). Each row's ‖x − x'‖ and ‖x'‖ are kept beside it.
+unit in the last of its 8 bits: at most 2⁻⁸ of it). And the float32 product the kept rows are
+then scored with is itself off by at most d·2⁻²⁴·‖v‖·‖x‖, so the bound covers the distance to
+that score too. Each row's ‖x − x'‖ and ‖x'‖ are kept beside it. The bound assumes a kernel
+that sums in float32, rounding to nearest, as PyTorch's does on x86; a test checks it.
 
 The copy is made with numpy (round to nearest even on the float32 bits), so writes need no
-PyTorch; PyTorch is imported on a thread of its own the first time a copy is made (1.3 s, a
-question's worth of work many times over), and until it has loaded, rankings read the float32
-matrix as before. Where PyTorch is not installed they always do.
+PyTorch; PyTorch is imported on a thread of its own the first time a copy is made (over a
+second here, and some 190 MB of memory in a process that embeds with ONNX Runtime), and until
+it has loaded, rankings read the float32 matrix as before. Where PyTorch is not installed, or
+its kernel fails, they always do.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
+import os
 import threading
 from types import ModuleType
 
 import numpy as np
 
+log = logging.getLogger(__name__)
 # Rows from which a kind keeps a bfloat16 copy. A top k over every row (k = 5, 384
-# dimensions, one BLAS thread), float32 against the first pass, p50 in `bench.first_pass`
-# (bench/README.md, "Round seven"): 5k rows 0.29 against 0.30 ms, 10k 0.59 against 0.50,
-# 20k 1.07 against 0.56, 50k 2.67 against 1.49, 100k 8.55 against 3.79. Below 20k the gain
-# is a tenth of a millisecond and the copy costs 768 bytes a row.
+# dimensions, numpy on one BLAS thread), float32 against the first pass, p50 in
+# `bench.first_pass` (bench/README.md, "Round seven"), PyTorch on two threads: 10k rows 0.53
+# against 0.59 ms, 20k 1.01 against 0.86, 50k 4.94 against 2.42, 100k 11.01 against 4.95; on
+# one: 20k 1.00 against 1.09, 50k 5.20 against 4.09, 100k 11.09 against 8.31. The copy costs
+# 768 bytes a row.
 MIN_ROWS = 20_000
 
-# Relative error of the kernel's result rounded to bfloat16, with a margin: half a unit in
-# the last place is 2⁻⁹ of the value; 2⁻⁸ covers the distance between the rounded result and
-# the value it was rounded from. And float32's unit roundoff, for the sum.
+# Relative error of the kernel's result rounded to bfloat16: half a unit in the last place,
+# between 2⁻⁹ and 2⁻⁸ of the value (2⁻⁸ of the rounded result covers the value it was rounded
+# from). And float32's unit roundoff, for the sums.
 _OUTPUT_ROUNDING = 2.0**-8
 _SUM_ROUNDING = 2.0**-24
 # Rows rounded at a time (a block and its temporaries stay in the cache).
@@ -62,7 +71,8 @@ class BFloat16Rows:
 
     def put(self, start: int, rows: np.ndarray) -> None:
         """Copy `rows` (float32) into rows start, start + 1, ... (in blocks that stay in the
-        cache: 100k rows in about 0.1 s, one row in about 10 µs)."""
+        cache: 100k rows in 0.1-0.35 s, the more when the arrays are first touched; one row
+        in 10-20 µs)."""
         for at in range(0, rows.shape[0], _BLOCK):
             block = np.ascontiguousarray(rows[at : at + _BLOCK], dtype=np.float32)
             bits, back = rounded(block)
@@ -83,22 +93,35 @@ class BFloat16Rows:
 
     def cosines(self, vector: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray] | None:
         """The approximate cosines of `vector` with rows 0..n-1, and a bound on each one's
-        error; None while PyTorch is loading, or where it is not installed."""
+        distance to the cosine and to its float32 product; None while PyTorch is loading,
+        where it is not installed, or once its kernel has failed in this process."""
         torch = _loaded()
         if torch is None:
             return None
         bits, error, norm = self._bits, self._error, self._norm  # one state, if one grows
         query_bits, query_back = rounded(vector[None, :])
-        rows = torch.from_numpy(bits[:n]).view(torch.bfloat16)
-        query = torch.from_numpy(query_bits[0]).view(torch.bfloat16)
-        approx: np.ndarray = torch.mv(rows, query).float().numpy()
+        try:
+            rows = torch.from_numpy(bits[:n]).view(torch.bfloat16)
+            query = torch.from_numpy(query_bits[0]).view(torch.bfloat16)
+            approx: np.ndarray = torch.mv(rows, query).float().numpy()
+        except Exception:  # a PyTorch without this kernel: the float32 scan from now on
+            log.exception("the bfloat16 first pass failed; ranking on the float32 rows")
+            _disable()
+            return None
         length = float(np.linalg.norm(vector))
         query_error = float(np.linalg.norm(vector - query_back[0]))
         query_norm = float(np.linalg.norm(query_back[0]))
-        sum_error = bits.shape[1] * _SUM_ROUNDING * query_norm
-        bound = (length * error[:n] + (query_error + sum_error) * norm[:n]) + (
-            _OUTPUT_ROUNDING * np.abs(approx) + _SLACK
-        )
+        sums = bits.shape[1] * _SUM_ROUNDING
+        # ‖v‖·‖x − x'‖ + ‖v − v'‖·‖x'‖, the kernel's sum (d·u·‖v'‖·‖x'‖), the float32
+        # product over the rows themselves (d·u·‖v‖·‖x‖ ≤ d·u·‖v‖·(‖x'‖ + ‖x − x'‖)), the
+        # result's rounding, gathered by each row's two norms
+        per_error = np.float32(length * (1 + sums))
+        per_norm = np.float32(query_error + sums * (query_norm + length))
+        bound = np.abs(approx)
+        bound *= np.float32(_OUTPUT_ROUNDING)
+        bound += np.float32(_SLACK)
+        bound += per_error * error[:n]
+        bound += per_norm * norm[:n]
         return approx, bound
 
 
@@ -130,6 +153,11 @@ def _loaded() -> ModuleType | None:
     return _torch
 
 
+def _disable() -> None:
+    global _torch
+    _torch = None
+
+
 def _start_import() -> None:
     """Import PyTorch on a thread of its own, once per process, where it is installed."""
     global _importer
@@ -142,7 +170,13 @@ def _start_import() -> None:
 
 def _import_torch() -> None:
     global _torch
-    _torch = importlib.import_module("torch")
+    # OpenMP's threads sleep when a parallel region ends (see common/embeddings.py); read
+    # when PyTorch loads its OpenMP runtime, which may be before the embedder is made
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    try:
+        _torch = importlib.import_module("torch")
+    except Exception:
+        log.exception("PyTorch failed to import; ranking on the float32 rows")
 
 
 def wait_for_torch(timeout: float | None = None) -> ModuleType | None:

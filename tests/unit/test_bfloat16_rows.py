@@ -211,6 +211,37 @@ def test_a_vector_a_commit_primed_reads_the_batchs_product() -> None:
     assert index._ruled_in(drafts[0], np.arange(400), lexical, BM25, 5) is not None
 
 
+@pytest.mark.usefixtures("_copy_from_300_rows")
+def test_a_narrow_mask_is_gathered_without_a_pass() -> None:
+    # a quarter of the rows or fewer: their own product costs less than a pass over all
+    index = _space(np.random.default_rng(10), 400, 16)
+    vector = index.matrix[3].copy()
+    for size, passes in ((99, False), (100, True), (400, True)):
+        rows = np.arange(size)
+        kept = index._ruled_in(vector, rows, np.zeros(size, np.float32), BM25, 5)
+        assert (kept is not None) == passes
+    narrow = np.zeros(400, dtype=bool)
+    narrow[::5] = True
+    first, exact = _with_and_without_copy(index, vector, "river", 5, mask=narrow)
+    assert first == exact
+
+
+@pytest.mark.usefixtures("_copy_from_300_rows")
+def test_a_failing_kernel_leaves_the_float32_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    index = _space(np.random.default_rng(11), 400, 16)
+    vector = index.matrix[4].copy()
+    assert index._bf16 is not None
+    monkeypatch.setattr(bfloat16_rows, "_torch", bfloat16_rows._torch)  # put back after
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("no bfloat16 kernel")
+
+    monkeypatch.setattr(torch, "mv", broken)
+    assert index._bf16.cosines(vector, 400) is None
+    assert bfloat16_rows._loaded() is None  # not tried again in this process
+    assert len(_ranked(index, vector, "river", 5)) == 5
+
+
 def test_below_min_rows_no_copy_is_kept() -> None:
     index = _space(np.random.default_rng(6), 50, 16)
     assert index._bf16 is None
