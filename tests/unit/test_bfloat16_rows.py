@@ -242,6 +242,20 @@ def test_a_failing_kernel_leaves_the_float32_scan(monkeypatch: pytest.MonkeyPatc
     assert len(_ranked(index, vector, "river", 5)) == 5
 
 
+@pytest.mark.usefixtures("_copy_from_300_rows")
+def test_a_read_from_the_store_copies_its_rows_once_at_the_end() -> None:
+    one_by_one = _space(np.random.default_rng(12), 400, 16)
+    deferred: KindIndex[_Row] = KindIndex(16, _people)
+    with deferred.copy_deferred():
+        for i, row_id in enumerate(one_by_one.ids):
+            record, vector = one_by_one.records[i], one_by_one.matrix[i]
+            deferred.upsert(row_id, record, vector, ["river"], "river")
+        assert deferred._bf16 is None
+    assert deferred._bf16 is not None and one_by_one._bf16 is not None
+    assert np.array_equal(deferred._bf16._bits[:400], one_by_one._bf16._bits[:400])
+    assert np.array_equal(deferred._bf16._error[:400], one_by_one._bf16._error[:400])
+
+
 def test_below_min_rows_no_copy_is_kept() -> None:
     index = _space(np.random.default_rng(6), 50, 16)
     assert index._bf16 is None
