@@ -79,6 +79,10 @@ class KindIndex(Generic[R]):
         # when the first of them needs it (candidates few enough are read on their own).
         self._primed: tuple[int, np.ndarray | None, dict[bytes, int], np.ndarray] | None = None
         self._rewritten: set[int] = set()
+        # The rows written or removed, in order, after the first `dropped` of them: what a
+        # structure derived from an earlier state reads to update only those rows
+        # (`changed_since`). One tuple, swapped whole when its oldest half is dropped.
+        self._changes: tuple[int, list[int]] = (0, [])
         # The rows in bfloat16 once there are MIN_ROWS of them: a top-k's first pass.
         self._bf16: BFloat16Rows | None = None
         self._copy_deferred = False
@@ -131,6 +135,7 @@ class KindIndex(Generic[R]):
         state["_rewritten"] = set()
         state["_matrix"] = self._matrix[: len(self.ids)]
         state["_bf16"] = None  # made again from the matrix
+        state["_changes"] = (self.changes_mark(), [])
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -201,7 +206,28 @@ class KindIndex(Generic[R]):
         for person in people - old_people:
             self.people_postings.setdefault(person, Posting()).put(row)
         self._lexical_memo = None
+        self._note(row)
         self.mutations += 1
+
+    def _note(self, row: int) -> None:
+        dropped, rows = self._changes
+        rows.append(row)
+        if len(rows) > _CHANGES_KEPT:
+            half = len(rows) // 2
+            self._changes = (dropped + half, rows[half:])
+
+    def changes_mark(self) -> int:
+        """How many row writes and removals there have been: a mark for `changed_since`."""
+        dropped, rows = self._changes
+        return dropped + len(rows)
+
+    def changed_since(self, mark: int) -> np.ndarray | None:
+        """The rows written or removed since `changes_mark()` gave `mark`, sorted; None
+        when the record of them no longer reaches back that far."""
+        dropped, rows = self._changes
+        if mark < dropped:
+            return None
+        return np.unique(np.asarray(rows[mark - dropped :], dtype=np.int64))
 
     def _copy_row(self, row: int) -> None:
         """Keep the bfloat16 copy of `row`, or make the copy of every row once there are
@@ -246,6 +272,7 @@ class KindIndex(Generic[R]):
         self._matrix[row] = 0.0
         self._copy_row(row)
         self._lexical_memo = None
+        self._note(row)
         self.mutations += 1
 
     def prime(self, vectors: np.ndarray) -> None:
@@ -461,6 +488,8 @@ class KindIndex(Generic[R]):
 # rows gathered out of the matrix against those multiplied in place.
 _ROW_READ = 16
 _GATHER = 4
+# Row changes a kind keeps for `changed_since`: a structure further behind is built again.
+_CHANGES_KEPT = 1 << 16
 # A margin on S_h's float32 arithmetic (values of about 1), beyond the first pass's bound.
 _SLACK = 1e-6
 
@@ -531,18 +560,55 @@ class FactArrays:
     """Array forms of the fact rows for the graph stage: each row's participants as bits (a
     row × 64-person words matrix: whether two rows share a person is one AND per word) and
     each row's rank by fact id (for tie-breaks).
-    Valid while the facts do not change; `SpaceIndex.fact_arrays` rebuilds it when they do."""
+    Valid while the facts do not change; `SpaceIndex.fact_arrays` brings it up to date when
+    they do (`updated`)."""
 
     def __init__(self, facts: KindIndex[Fact]) -> None:
+        self.mark = facts.changes_mark()  # before anything is read
         n = len(facts.ids)
-        people = sorted(facts.people_postings)
-        self.people = np.zeros((n, max((len(people) + 63) // 64, 1)), dtype=np.uint64)
-        for j, person in enumerate(people):
+        self.persons = sorted(facts.people_postings)
+        self.people = np.zeros((n, max((len(self.persons) + 63) // 64, 1)), dtype=np.uint64)
+        for j, person in enumerate(self.persons):
             rows = np.fromiter(facts.people_postings[person], dtype=np.int64)
-            self.people[rows, j // 64] |= np.uint64(1 << (j % 64))
+            self.people[rows[rows < n], j // 64] |= np.uint64(1 << (j % 64))
         self.has_people: np.ndarray = np.any(self.people != 0, axis=1)
+        # the ids in order, and the row of each
+        self._ids = np.array(sorted(facts.ids[:n]), dtype=object)
+        self._by_id = np.array(sorted(range(n), key=facts.ids.__getitem__), dtype=np.int64)
         self.id_rank = np.empty(n, dtype=np.int64)
-        self.id_rank[sorted(range(n), key=facts.ids.__getitem__)] = np.arange(n)
+        self.id_rank[self._by_id] = np.arange(n)
+
+    def updated(self, facts: KindIndex[Fact]) -> FactArrays:
+        """These arrays for the facts' present state, as a new object (readers may hold
+        these): the rows written or removed since read again and the new ids ranked among
+        the others, where no person is new (a person's bit is their place in name order);
+        built from scratch where one is, or where the facts no longer record every change
+        since these were made."""
+        mark = facts.changes_mark()
+        changed = facts.changed_since(self.mark)
+        n, before = len(facts.ids), self.people.shape[0]
+        if changed is None or n < before or sorted(facts.people_postings) != self.persons:
+            return FactArrays(facts)
+        out = FactArrays.__new__(FactArrays)
+        out.mark, out.persons = mark, self.persons
+        out.people = np.zeros((n, self.people.shape[1]), dtype=np.uint64)
+        out.people[:before] = self.people
+        bit = {person: j for j, person in enumerate(self.persons)}
+        for row in changed[changed < n].tolist():
+            out.people[row] = 0
+            if facts.alive[row]:
+                for person in set(_fact_people(facts.records[row])):
+                    j = bit[person]
+                    out.people[row, j // 64] |= np.uint64(1 << (j % 64))
+        out.has_people = np.any(out.people != 0, axis=1)
+        new_ids = sorted(facts.ids[before:n])
+        new_rows = np.array([facts.rows[i] for i in new_ids], dtype=np.int64)
+        at = np.searchsorted(self._ids, np.array(new_ids, dtype=object))
+        out._ids = np.insert(self._ids, at, np.array(new_ids, dtype=object))
+        out._by_id = np.insert(self._by_id, at, new_rows)
+        out.id_rank = np.empty(n, dtype=np.int64)
+        out.id_rank[out._by_id] = np.arange(n)
+        return out
 
 
 @dataclass
@@ -567,8 +633,14 @@ class SpaceIndex:
         self.profiles = KindIndex(self.dimension, _profile_people)
 
     def fact_arrays(self) -> FactArrays:
-        """The graph stage's array view of the facts, rebuilt after any change to them."""
-        return self.derived("fact-arrays", None, lambda: FactArrays(self.facts))
+        """The graph stage's array view of the facts, brought up to date after a change."""
+        arrays: FactArrays = self.derived(
+            "fact-arrays",
+            None,
+            lambda: FactArrays(self.facts),
+            lambda previous: previous.updated(self.facts),
+        )
+        return arrays
 
     def __getstate__(self) -> dict[str, object]:
         """A saved index keeps only the derived structures of its present state: one built
@@ -582,13 +654,25 @@ class SpaceIndex:
         }
         return state
 
-    def derived(self, name: str, key: Hashable, build: Callable[[], T]) -> T:
+    def derived(
+        self,
+        name: str,
+        key: Hashable,
+        build: Callable[[], T],
+        update: Callable[[T], T] | None = None,
+    ) -> T:
         """A structure computed from this index (and `key`, e.g. the settings it used), kept
-        until the facts, the events or `key` change."""
+        until the facts, the events or `key` change. With `update`, one kept for the same
+        `key` and an earlier state of the index is brought up to date from it instead of
+        built again (`update` makes a new one: readers may still hold the earlier)."""
         state = (self.facts.mutations, self.events.mutations, key)
         cached = self._derived.get(name)
         if cached is None or cached[0] != state:
-            cached = (state, build())
+            same_key = cached is not None and cast(tuple[Any, ...], cached[0])[2] == key
+            if update is not None and cached is not None and same_key:
+                cached = (state, update(cast(T, cached[1])))
+            else:
+                cached = (state, build())
             self._derived[name] = cached
         return cast(T, cached[1])
 

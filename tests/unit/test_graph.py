@@ -487,3 +487,85 @@ def test_the_explained_graph_shows_seeds_hits_and_their_edges_by_channel() -> No
         ("f0", "f2", "turn"),
         ("f0", "f1", "keyword"),
     }
+
+
+def _same(a: sp.csr_matrix, b: sp.csr_matrix) -> bool:
+    """Entry for entry, in stored order."""
+    return (
+        a.shape == b.shape
+        and np.array_equal(a.indptr, b.indptr)
+        and np.array_equal(a.indices, b.indices)
+        and np.array_equal(a.data, b.data)
+    )
+
+
+@pytest.mark.parametrize("kept", [None, 6])
+def test_channels_brought_up_to_date_after_writes_equal_channels_built_from_scratch(
+    kept: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Facts and events added, rewritten and removed at random, in batches: after each, the
+    channels updated from the last state's are the ones a build from scratch gives (and
+    those built again where the index no longer records every change since)."""
+    from common.models.memory import Event
+    from common.retrieval.graph import Channels, channels
+    from common.store import space_index
+    from common.store.space_index import FactArrays, SpaceIndex
+
+    if kept is not None:
+        monkeypatch.setattr(space_index, "_CHANGES_KEPT", kept)
+    rng = np.random.default_rng(11)
+    cfg = CFG.model_copy(
+        update={
+            "max_event_size": 6,
+            "max_event_neighbors_per_fact": 3,
+            "max_turn_neighbors_per_fact": 2,
+        }
+    )
+    index = SpaceIndex(tenant="t", space="s", dimension=2)
+    vector = np.array([1.0, 0.0], dtype=np.float32)
+    people, words = ["Ann", "Bo", "Cy", "Di"], ["a", "b", "c", "d", "e", "f"]
+    made = 0
+    for step in range(40):
+        for _ in range(int(rng.integers(1, 6))):
+            op = rng.random()
+            if op < 0.45 or made < 4:  # a new fact, or a fact rewritten in place
+                i = made if rng.random() < 0.8 or made == 0 else int(rng.integers(made))
+                made += i == made
+                fact = _fact(
+                    i,
+                    list(rng.choice(words, size=2, replace=False)),
+                    list(rng.choice(people, size=int(rng.integers(1, 3)), replace=False)),
+                    int(rng.integers(1, 4)),
+                    int(rng.integers(0, 6)),
+                )
+                if rng.random() < 0.2:
+                    fact.source.positions = [*fact.source.positions, int(rng.integers(0, 6))]
+                index.put_fact(fact, vector)
+            elif op < 0.75:  # an event made or rewritten, some members not (yet) facts
+                size = int(rng.integers(2, 8))
+                members = [f"f{int(m)}" for m in rng.choice(made + 3, size=size, replace=False)]
+                eid = f"e{int(rng.integers(8))}"
+                event = Event(id=eid, tenant="t", space="s", summary="e", fact_ids=members,
+                              participants=[], keywords=[])  # fmt: skip
+                index.put_event(event, vector)
+            elif op < 0.9:
+                index.remove_fact(f"f{int(rng.integers(made))}")
+            else:
+                index.remove_event(f"e{int(rng.integers(8))}")
+        current = channels(index, cfg)
+        fresh = Channels(index, cfg)
+        for name in ("event", "turn", "incidence", "incidence_t"):
+            assert _same(getattr(current, name), getattr(fresh, name)), (step, name)
+        assert np.array_equal(current.base_weight, fresh.base_weight)
+        # the incidence as one sparse matrix of every (fact, keyword) of the postings
+        columns = sorted(index.facts.kw_postings)
+        pairs = [(r, j) for j, kw in enumerate(columns) for r in index.facts.kw_postings[kw]]
+        plain = sp.csr_matrix(
+            (np.ones(len(pairs)), ([r for r, _ in pairs], [j for _, j in pairs])),
+            shape=(len(index.facts.ids), len(columns)),
+        )
+        assert _same(current.incidence, plain) and _same(current.incidence_t, plain.T.tocsr())
+        assert list(current.keywords) == columns
+        arrays, plain_arrays = index.fact_arrays(), FactArrays(index.facts)
+        for name in ("people", "has_people", "id_rank"):
+            assert np.array_equal(getattr(arrays, name), getattr(plain_arrays, name)), name
