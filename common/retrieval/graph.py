@@ -140,7 +140,9 @@ class Channels:
         self._entity(index, cfg)
         id_rank = index.fact_arrays().id_rank
         self._event_facts, self._fact_events = _event_membership(index)
-        self.event = _event_edges(index, cfg, id_rank, self._event_facts, self._fact_events, None)
+        self.event = _event_edges(
+            index, cfg, id_rank, self._event_facts, self._fact_events, None, self.size
+        )
         self._turn_entries = _turn_entries(index, np.arange(self.size, dtype=np.int64))
         self.turn = _turn_edges(self._turn_entries, cfg, id_rank, self.size)
 
@@ -152,8 +154,8 @@ class Channels:
         self.keywords = {kw: j for j, kw in enumerate(sorted(facts.kw_postings))}
         # keyword by keyword, each posting's rows in order: the transpose is built first
         postings = [np.sort(facts.kw_postings[kw].arrays()[0]) for kw in self.keywords]
-        postings = [rows[rows < n] for rows in postings]  # none written after n was read
-        df = np.fromiter((rows.size for rows in postings), dtype=np.int64, count=len(postings))
+        postings = [held[held < n] for held in postings]  # none written after n was read
+        df = np.fromiter((held.size for held in postings), dtype=np.int64, count=len(postings))
         indptr = np.zeros(len(postings) + 1, dtype=np.int64)
         np.cumsum(df, out=indptr[1:])
         rows = np.concatenate(postings) if postings else np.zeros(0, dtype=np.int64)
@@ -177,7 +179,7 @@ class Channels:
         marks = (facts.changes_mark(), events.changes_mark())
         changed_facts = facts.changed_since(self.marks[0])
         changed_events = events.changed_since(self.marks[1])
-        if changed_facts is None or changed_events is None or len(facts.ids) < self.size:
+        if changed_facts is None or changed_events is None:
             return Channels(index, cfg)
         out = Channels.__new__(Channels)
         out.marks = marks
@@ -212,10 +214,10 @@ class Channels:
             fid = facts.ids[row]
             for e in (*self._fact_events.get(fid, ()), *out._fact_events.get(fid, ())):
                 reached.update(self._event_facts.get(e, ()), out._event_facts.get(e, ()))
-        again = {facts.rows[f] for f in reached if f in facts.rows}
+        again = {r for f in reached if (r := facts.rows.get(f, n)) < n}
         again.update(changed_facts.tolist())
         rows = np.fromiter(sorted(again), dtype=np.int64, count=len(again))
-        block = _event_edges(index, cfg, id_rank, out._event_facts, out._fact_events, rows)
+        block = _event_edges(index, cfg, id_rank, out._event_facts, out._fact_events, rows, n)
         out.event = _splice(self.event, rows, block, n)
         return out
 
@@ -280,13 +282,13 @@ def _event_edges(
     event_facts: _EventFacts,
     fact_events: _FactEvents,
     rows: np.ndarray | None,
+    n: int,
 ) -> sp.csr_matrix:
     """Σ over shared events of 1/(|F_e| − 1)^α between live members, each row capped at
     max_event_neighbors_per_fact: of every fact, or of `rows` alone (the other rows empty).
     The events are numbered in row order either way, so that each sum adds its terms in
     the same order."""
     facts = index.facts
-    n = len(facts.ids)
     if rows is None:
         chosen = sorted(event_facts)
     else:
@@ -302,8 +304,8 @@ def _event_edges(
             continue
         weights.append(w)
         for fid in members:
-            row = facts.rows.get(fid)
-            if row is not None and facts.alive[row]:
+            row = facts.rows.get(fid, n)
+            if row < n and facts.alive[row]:
                 r_idx.append(row)
                 c_idx.append(len(weights) - 1)
     if not r_idx:

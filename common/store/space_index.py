@@ -581,13 +581,13 @@ class FactArrays:
     def updated(self, facts: KindIndex[Fact]) -> FactArrays:
         """These arrays for the facts' present state, as a new object (readers may hold
         these): the rows written or removed since read again and the new ids ranked among
-        the others, where no person is new (a person's bit is their place in name order);
-        built from scratch where one is, or where the facts no longer record every change
-        since these were made."""
+        the others, where the facts name the same persons as when these were made (a
+        person's bit is their place in name order); built from scratch where they do not, or
+        where the facts no longer record every change since."""
         mark = facts.changes_mark()
         changed = facts.changed_since(self.mark)
         n, before = len(facts.ids), self.people.shape[0]
-        if changed is None or n < before or sorted(facts.people_postings) != self.persons:
+        if changed is None or sorted(facts.people_postings) != self.persons:
             return FactArrays(facts)
         out = FactArrays.__new__(FactArrays)
         out.mark, out.persons = mark, self.persons
@@ -598,11 +598,14 @@ class FactArrays:
             out.people[row] = 0
             if facts.alive[row]:
                 for person in set(_fact_people(facts.records[row])):
-                    j = bit[person]
+                    j = bit.get(person, -1)
+                    if j < 0:  # a person new since the check: written meanwhile
+                        return FactArrays(facts)
                     out.people[row, j // 64] |= np.uint64(1 << (j % 64))
         out.has_people = np.any(out.people != 0, axis=1)
-        new_ids = sorted(facts.ids[before:n])
-        new_rows = np.array([facts.rows[i] for i in new_ids], dtype=np.int64)
+        added = sorted(range(before, n), key=facts.ids.__getitem__)  # new ids: rows before..n-1
+        new_ids = [facts.ids[r] for r in added]
+        new_rows = np.array(added, dtype=np.int64)
         at = np.searchsorted(self._ids, np.array(new_ids, dtype=object))
         out._ids = np.insert(self._ids, at, np.array(new_ids, dtype=object))
         out._by_id = np.insert(self._by_id, at, new_rows)
