@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cold_open import TENANT, fill
-from bench.ingest_at_size import later_sessions
+from bench.ingest_at_size import embedded_pipeline, later_sessions, open_space
 from bench.metrics import percentiles
 from bench.scale import synthetic_questions
 
@@ -38,30 +38,13 @@ FACTS_PER_SESSION = 30  # bench.scale's sessions: ten turns of three facts
 def questions_after_commits(data: Path, space: str, sessions: int, seed: int) -> dict[str, Any]:
     """In this (fresh) process: per session, ingest it, then time two `full` questions."""
     from bench.ingest import ingest_jobs
-    from common.producer import Producer
     from common.retrieval.search import search
-    from common.settings import get_settings
-    from common.store.bfloat16_rows import wait_for_torch
-    from workers import runtime
-    from workers.celery_app import app
-    from workers.embedded import EmbeddedWorker
 
-    settings = get_settings().in_data_dir(data)
-    runtime.configure(settings)
-    ctx = runtime.context()
-    ctx.embedder.encode(["warm up"])  # the model loaded before any clock
-    worker = EmbeddedWorker()
-    worker.start()
-    coord = runtime.coordination()
-    client = Producer(app, coord.jobs, coord.sequence)
     questions = synthetic_questions(2 * sessions + 1, seed)
     first: list[float] = []
     second: list[float] = []
-    try:
-        began = time.perf_counter()
-        ctx.index(TENANT, space)
-        opened = time.perf_counter() - began
-        wait_for_torch()  # a running worker has it: its import is not a question's
+    with embedded_pipeline(data) as (ctx, client):
+        opened = open_space(ctx, space)
         search(ctx, TENANT, space, questions[-1], mode="full")
         for n, session in enumerate(later_sessions(sessions * FACTS_PER_SESSION, seed)):
             ingest_jobs(client, TENANT, [(space, session)], "ingest", True)
@@ -69,9 +52,6 @@ def questions_after_commits(data: Path, space: str, sessions: int, seed: int) ->
                 began = time.perf_counter()
                 search(ctx, TENANT, space, question, mode="full")
                 times.append((time.perf_counter() - began) * 1000)
-    finally:
-        worker.stop()
-        runtime.reset()
     after, floor = percentiles(first), percentiles(second)
     return {
         "open_s": round(opened, 2),

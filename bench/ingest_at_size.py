@@ -26,12 +26,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from bench.cold_open import TENANT, fill
 from bench.scale import synthetic_sessions
+from common.context import MemoryContext
 from common.models.session import SessionInput
+from common.producer import Producer
 
 # the added sessions start this many years after the first filled one (the filled sessions
 # are three days apart: 100k facts span 27 years)
@@ -55,37 +59,53 @@ def later_sessions(facts: int, seed: int) -> list[SessionInput]:
     return out
 
 
+@contextmanager
+def embedded_pipeline(data: Path) -> Iterator[tuple[MemoryContext, Producer]]:
+    """In this (fresh) process: the store of `data`, the model loaded before any clock, and
+    the in-process worker `atommem` runs with no broker, with a producer to submit to it."""
+    from common.settings import get_settings
+    from workers import runtime
+    from workers.celery_app import app
+    from workers.embedded import EmbeddedWorker
+
+    runtime.configure(get_settings().in_data_dir(data))
+    ctx = runtime.context()
+    ctx.embedder.encode(["warm up"])
+    worker = EmbeddedWorker()
+    worker.start()
+    coord = runtime.coordination()
+    try:
+        yield ctx, Producer(app, coord.jobs, coord.sequence)
+    finally:
+        worker.stop()
+        runtime.reset()
+
+
+def open_space(ctx: MemoryContext, space: str) -> float:
+    """Open the space as a running worker has it, before any clock: its index, and PyTorch,
+    which opening a large space starts importing for its first pass (a second and more of
+    CPU that fell inside whatever was timed first); the seconds the index took."""
+    from common.store.bfloat16_rows import wait_for_torch
+
+    began = time.perf_counter()
+    ctx.index(TENANT, space)
+    opened = time.perf_counter() - began
+    wait_for_torch()
+    return opened
+
+
 def ingest_round(
     data: Path, space: str, facts: int, seed: int, large_first: bool
 ) -> dict[str, Any]:
     """In this (fresh) process: ingest the later sessions into `space` and into a new space,
     in the order asked; seconds and facts per second of each."""
     from bench.ingest import ingest_jobs
-    from common.producer import Producer
-    from common.settings import get_settings
     from common.store import records
     from common.store.base import Kind
-    from common.store.bfloat16_rows import wait_for_torch
-    from workers import runtime
-    from workers.celery_app import app
-    from workers.embedded import EmbeddedWorker
 
-    settings = get_settings().in_data_dir(data)
-    runtime.configure(settings)
-    ctx = runtime.context()
-    ctx.embedder.encode(["warm up"])  # the model loaded before any clock
-    worker = EmbeddedWorker()  # what `atommem` runs with no broker: the in-process worker
-    worker.start()
-    coord = runtime.coordination()
-    client = Producer(app, coord.jobs, coord.sequence)
     tenant = TENANT
-    try:
-        began = time.perf_counter()
-        ctx.index(tenant, space)  # opened before the clock, as a running worker has it
-        opened = time.perf_counter() - began
-        # and PyTorch, which opening a large space starts importing for its first pass (a
-        # second and more of CPU), loaded: it fell inside whichever ingest came first
-        wait_for_torch()
+    with embedded_pipeline(data) as (ctx, client):
+        opened = open_space(ctx, space)
         sessions = later_sessions(facts, seed)
         targets = [("large", space), ("empty", "empty")]
         row: dict[str, Any] = {
@@ -103,9 +123,6 @@ def ingest_round(
                 "facts_per_s": round(spent.facts_in / seconds, 1),
                 "facts_stored": spent.facts_stored,
             }
-    finally:
-        worker.stop()
-        runtime.reset()
     row["ratio"] = round(row["large"]["facts_per_s"] / row["empty"]["facts_per_s"], 3)
     row["large_first"] = large_first
     return row

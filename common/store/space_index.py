@@ -589,6 +589,8 @@ class FactArrays:
         n, before = len(facts.ids), self.people.shape[0]
         if changed is None or sorted(facts.people_postings) != self.persons:
             return FactArrays(facts)
+        if not changed.size and n == before:
+            return self  # only the events changed
         out = FactArrays.__new__(FactArrays)
         out.mark, out.persons = mark, self.persons
         out.people = np.zeros((n, self.people.shape[1]), dtype=np.uint64)
@@ -671,8 +673,7 @@ class SpaceIndex:
         state = (self.facts.mutations, self.events.mutations, key)
         cached = self._derived.get(name)
         if cached is None or cached[0] != state:
-            same_key = cached is not None and cast(tuple[Any, ...], cached[0])[2] == key
-            if update is not None and cached is not None and same_key:
+            if update is not None and cached and cast(tuple[Any, ...], cached[0])[2] == key:
                 cached = (state, update(cast(T, cached[1])))
             else:
                 cached = (state, build())
