@@ -37,9 +37,8 @@ def duplicate_of(
     cosine is over `memory.duplicate_threshold`."""
     rows = np.flatnonzero(mask)
     if rows.size:
-        cos = index.facts.cosines_at(vector, rows)
-        best = int(np.argmax(cos))
-        if cos[best] > ctx.settings.memory.duplicate_threshold:
+        best, cosine = index.facts.closest(vector, rows)
+        if cosine > ctx.settings.memory.duplicate_threshold:
             return index.facts.ids[int(rows[best])]
     return None
 

@@ -23,7 +23,7 @@ from common.settings import SimilaritySettings
 from common.similarity import TextQuery, hybrid_many
 from common.store import longlived
 from common.store.base import Kind, Store
-from common.store.bfloat16_rows import MIN_ROWS, BFloat16Rows
+from common.store.bfloat16_rows import MIN_ROWS, Batch, BFloat16Rows
 from common.store.packed import Records
 from common.text.keywords import match_keys
 from common.text.lexical import Bm25, document_terms, query_terms
@@ -73,11 +73,9 @@ class KindIndex(Generic[R]):
         # under way): keys the derived caches, and a reader that overlapped a write (another
         # thread of the same worker) keeps nothing it computed then.
         self.mutations = 0
-        # Cosines of a batch of vectors against the rows that existed when it was primed
-        # (`prime`), and the rows rewritten since: a commit stage that compares its drafts
-        # with the whole space reads the matrix once, in one product for the batch, made
-        # when the first of them needs it (candidates few enough are read on their own).
-        self._primed: tuple[int, np.ndarray | None, dict[bytes, int], np.ndarray] | None = None
+        # A commit's batch of vectors (`prime`) and the rows rewritten since: its drafts are
+        # compared with the whole space through one product for the batch.
+        self._primed: _Primed | None = None
         self._rewritten: set[int] = set()
         # The rows written or removed, in order, after the first `dropped` of them: what a
         # structure derived from an earlier state reads to update only those rows
@@ -181,7 +179,7 @@ class KindIndex(Generic[R]):
                 old_kws = self._kw[row]
                 old_people = set(self._people(self.records[row]))
             self.records[row] = record
-            if self._primed is not None and row < self._primed[0]:
+            if self._primed is not None and row < self._primed.known:
                 self._rewritten.add(row)
         self._matrix[row] = vector
         self._copy_row(row)
@@ -277,12 +275,11 @@ class KindIndex(Generic[R]):
 
     def prime(self, vectors: np.ndarray) -> None:
         """Prepare the cosines of `vectors` (one per row) against every row now: the first
-        `cosines` of any of them computes them all in one product, and the others read it
-        instead of the matrix."""
-        table = {
-            np.ascontiguousarray(v, dtype=np.float32).tobytes(): j for j, v in enumerate(vectors)
-        }
-        self._primed = (len(self.ids), None, table, vectors)
+        ranking of any of them makes one product for them all (on the bfloat16 copy where
+        the kind keeps one, else on the float32 matrix), and the others read it instead of
+        the matrix."""
+        table = {_key(v): j for j, v in enumerate(vectors)}
+        self._primed = _Primed(len(self.ids), table, vectors)
         self._rewritten = set()
 
     def unprime(self) -> None:
@@ -294,22 +291,29 @@ class KindIndex(Generic[R]):
         primed = self._primed
         column = None
         if primed is not None:
-            column = primed[2].get(_key(vector))
+            column = primed.table.get(_key(vector))
         if primed is None or column is None:
             cos: np.ndarray = self.matrix @ vector
             return cos
-        known, product, table, vectors = primed
-        if product is None:  # rows written since priming are read below, as they are now
+        known = primed.known
+        if primed.product is None:  # rows written since priming are read below, as they are now
             # One row per primed vector: each read is then contiguous (a column of a
             # row-major product touches a cache line per row: at 100k facts, a tenth of
             # the drain thread's time).
-            product = np.ascontiguousarray(vectors @ self._matrix[:known].T, dtype=np.float32)
-            self._primed = (known, product, table, vectors)
+            primed.product = np.ascontiguousarray(
+                primed.vectors @ self._matrix[:known].T, dtype=np.float32
+            )
         n = len(self.ids)
         out = np.empty(n, dtype=np.float32)
-        out[:known] = product[column]
-        if n > known:
-            out[known:] = self._matrix[known:n] @ vector
+        out[:known] = primed.product[column]
+        return self._exact_since(primed, vector, out, n)
+
+    def _exact_since(
+        self, primed: _Primed, vector: np.ndarray, out: np.ndarray, n: int
+    ) -> np.ndarray:
+        """`out` with the cosines of the rows written since `primed` was made, computed."""
+        if n > primed.known:
+            out[primed.known :] = self._matrix[primed.known : n] @ vector
         if self._rewritten:
             rows = np.fromiter(self._rewritten, dtype=np.int64, count=len(self._rewritten))
             out[rows] = self._matrix[rows] @ vector
@@ -390,7 +394,9 @@ class KindIndex(Generic[R]):
         read from the product with every row (a gather of most of a large matrix costs more
         than the product)."""
         primed = self._primed
-        computed = primed is not None and primed[1] is not None and _key(vector) in primed[2]
+        computed = (
+            primed is not None and primed.product is not None and _key(vector) in primed.table
+        )
         out: np.ndarray
         if computed or _GATHER * rows.size >= len(self.ids):
             out = self.cosines(vector)[rows]
@@ -457,23 +463,14 @@ class KindIndex(Generic[R]):
         is kept (the bound covers the float32 product they are then scored with), so ranking
         the kept rows gives the same top k, but for rows whose scores agree to float32's
         last bits: a product over a few rows may round them differently from the product
-        over all. None where no first pass runs: no copy, PyTorch still loading, a top k as
-        large as `rows`, `rows` few enough to gather (a narrow participant or time mask:
-        500 rows of 100k take 0.04 ms, a pass 2-4 ms), no cosine in S_h (alpha 0), or a
-        vector a commit primed (its cosines are read from the batch's one product)."""
-        copy = self._bf16
-        if copy is None or rows.size <= k or weights.alpha <= 0:
+        over all. None where no first pass runs (`_first_pass`), a top k as large as
+        `rows`, or no cosine in S_h (alpha 0)."""
+        if rows.size <= k or weights.alpha <= 0:
             return None
-        if _GATHER * rows.size < len(self.ids):
-            return None
-        primed = self._primed
-        if primed is not None and _key(vector) in primed[2]:
-            return None
-        n = len(self.ids)
-        first = copy.cosines(vector, n)
+        first = self._first_pass(vector, rows)
         if first is None:
             return None
-        approx, bound = first if rows.size == n else (first[0][rows], first[1][rows])
+        approx, bound = first
         base = hybrid_many(approx, lex, weights)
         # the float32 arithmetic of the scores, compared here and ranked below, within _SLACK
         reach = np.float32(weights.alpha) * bound + np.float32(_SLACK)
@@ -481,6 +478,49 @@ class KindIndex(Generic[R]):
         floor = np.partition(low, low.size - k)[low.size - k]
         kept: np.ndarray = np.flatnonzero(base + reach >= floor)
         return kept
+
+    def _first_pass(
+        self, vector: np.ndarray, rows: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The bfloat16 copy's cosines of `vector` with `rows` and a bound on each one's
+        distance to the float32 cosine: a vector a commit primed reads its row of the
+        batch's product (rows written since are computed exactly, with no error). None
+        where no pass runs: no copy, PyTorch still loading, or `rows` few enough to gather
+        (a narrow participant or time mask: 500 rows of 100k take 0.04 ms, a pass 2-4 ms)."""
+        copy = self._bf16
+        n = len(self.ids)
+        if copy is None or _GATHER * rows.size < n:
+            return None
+        primed = self._primed
+        column = None if primed is None else primed.table.get(_key(vector))
+        if primed is None or column is None:
+            first = copy.cosines(vector, n)
+        else:
+            first = primed.first_pass(copy, column)
+            if first is not None and (n > primed.known or self._rewritten):
+                approx = self._exact_since(primed, vector, _extended(first[0], n), n)
+                bound = _extended(first[1], n)
+                bound[primed.known :] = 0.0
+                if self._rewritten:
+                    bound[np.fromiter(self._rewritten, dtype=np.int64)] = 0.0
+                first = approx, bound
+        if first is None:
+            return None
+        return first if rows.size == n else (first[0][rows], first[1][rows])
+
+    def closest(self, vector: np.ndarray, rows: np.ndarray) -> tuple[int, float]:
+        """The position in `rows` (not empty) of the row closest to `vector`, the first of
+        equal ones, and its cosine. Through the first pass where one runs: only the rows
+        whose upper bound reaches the best lower bound are read in float32."""
+        first = self._first_pass(vector, rows)
+        kept = np.arange(rows.size)
+        if first is not None:
+            approx, bound = first
+            floor = np.max(approx - bound)
+            kept = np.flatnonzero(approx + bound + np.float32(_SLACK) >= floor)
+        cos = self.cosines_at(vector, rows[kept])
+        best = int(np.argmax(cos))
+        return int(kept[best]), float(cos[best])
 
 
 # Relative costs behind the choice between reading some rows and scanning all of them: a
@@ -523,6 +563,41 @@ def _before(rows: np.ndarray, n: int) -> np.ndarray:
 
 def _key(vector: np.ndarray) -> bytes:
     return np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+
+
+def _extended(values: np.ndarray, n: int) -> np.ndarray:
+    """`values` followed by room for the rows past them, up to `n`."""
+    out = np.empty(n, dtype=np.float32)
+    out[: values.size] = values
+    return out
+
+
+@dataclass
+class _Primed:
+    """A commit's batch of vectors (`KindIndex.prime`) against the rows that existed then
+    (`known`): one product for the batch, made when the first of them is ranked, on the
+    bfloat16 copy (`batch`) or, where no first pass runs, on the float32 matrix
+    (`product`). Only the thread that primed it reads or fills it."""
+
+    known: int
+    table: dict[bytes, int]
+    vectors: np.ndarray
+    product: np.ndarray | None = None
+    batch: Batch | None = None
+    tried: bool = False  # the bfloat16 product was asked for (None: PyTorch not ready)
+    # the last vector's row of it with its bounds (a draft is ranked a few times in a row)
+    last: tuple[int, tuple[np.ndarray, np.ndarray]] | None = None
+
+    def first_pass(self, copy: BFloat16Rows, column: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The batch's approximate cosines of vector `column` and their bounds."""
+        if not self.tried:
+            self.tried = True
+            self.batch = copy.batch(np.asarray(self.vectors, dtype=np.float32), self.known)
+        if self.batch is None:
+            return None
+        if self.last is None or self.last[0] != column:
+            self.last = column, self.batch.row(column)
+        return self.last[1]
 
 
 def _top_order(score: np.ndarray, rows: np.ndarray, k: int | None) -> np.ndarray:

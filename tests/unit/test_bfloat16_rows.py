@@ -73,6 +73,12 @@ def test_the_bound_holds_for_every_row() -> None:
         exact = matrix.astype(np.float64) @ query.astype(np.float64)
         assert np.all(np.abs(exact - approx) <= bound)
         assert float(np.median(bound)) < 0.01  # and tight enough to rule rows out
+    batch = copy.batch(np.stack(queries), matrix.shape[0])  # a commit's drafts, at once
+    assert batch is not None
+    for j, query in enumerate(queries):
+        approx, bound = batch.row(j)
+        exact = matrix.astype(np.float64) @ query.astype(np.float64)
+        assert np.all(np.abs(exact - approx) <= bound)
 
 
 def _space(rng: np.random.Generator, n: int, d: int) -> KindIndex[_Row]:
@@ -196,19 +202,70 @@ def test_without_pytorch_the_ranking_reads_the_float32_rows(
 
 
 @pytest.mark.usefixtures("_copy_from_300_rows")
-def test_a_vector_a_commit_primed_reads_the_batchs_product() -> None:
-    # a commit's drafts are compared with the space through one product for the batch: a
-    # first pass per draft would read the whole copy again for each
-    index = _space(np.random.default_rng(7), 400, 16)
-    drafts = _unit(np.random.default_rng(8), 3, 16)
-    lexical = np.zeros(400, np.float32)
-    assert index._ruled_in(drafts[0], np.arange(400), lexical, BM25, 5) is not None
+def test_a_commits_drafts_are_ranked_through_one_bfloat16_product(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a commit's drafts are compared with the space through one product for the batch, on
+    # the copy: neither a pass per draft nor the float32 product of the batch
+    rng = np.random.default_rng(7)
+    index = _space(rng, 600, 16)
+    drafts = np.stack([index.matrix[40] + 1e-4, index.matrix[41], *_unit(rng, 4, 16)])
+    drafts /= np.linalg.norm(drafts, axis=1, keepdims=True)
+    products: list[int] = []
+    batch = BFloat16Rows.batch
+
+    def counted(self: BFloat16Rows, vectors: np.ndarray, n: int) -> bfloat16_rows.Batch | None:
+        products.append(len(vectors))
+        return batch(self, vectors, n)
+
+    monkeypatch.setattr(BFloat16Rows, "batch", counted)
+    monkeypatch.setattr(
+        BFloat16Rows, "cosines", lambda *a: pytest.fail("a pass of its own for a primed draft")
+    )
     index.prime(drafts)
-    assert index._ruled_in(drafts[0], np.arange(400), lexical, BM25, 5) is None
-    other = _unit(np.random.default_rng(9), 1, 16)[0]  # a question beside the commit
-    assert index._ruled_in(other, np.arange(400), lexical, BM25, 5) is not None
+    # the commit writes as it goes: a row past those primed, one of them rewritten
+    index.upsert("new", _Row(participants=["Ann"]), drafts[2], ["vase"], "vase")
+    index.upsert("r3", _Row(participants=["Ann"]), drafts[3], ["river"], "river")
+    exact_index = pickle.loads(pickle.dumps(index))  # unprimed, no copy: the float32 scan
+    exact_index._bf16 = None
+    everyone = index.mask()
+    for draft in drafts:
+        for k in (1, 5, 10):
+            first = _ranked(index, draft, "vase river", k)
+            assert _same(first, _ranked(exact_index, draft, "vase river", k))
+        rows = np.flatnonzero(everyone)
+        (first_row, first_cos), (exact_row, exact_cos) = (
+            index.closest(draft, rows),
+            exact_index.closest(draft, rows),
+        )
+        assert first_row == exact_row and first_cos == pytest.approx(exact_cos, abs=1e-6)
+    assert products == [len(drafts)]
+    assert index._primed is not None and index._primed.product is None
+    assert index.closest(drafts[2], np.arange(601))[0] == index.rows["new"]
+    assert index.closest(drafts[3], np.arange(601))[0] == index.rows["r3"]
     index.unprime()
-    assert index._ruled_in(drafts[0], np.arange(400), lexical, BM25, 5) is not None
+    monkeypatch.undo()
+    assert (
+        index._ruled_in(drafts[0], np.arange(601), np.zeros(601, np.float32), BM25, 5) is not None
+    )
+
+
+@pytest.mark.usefixtures("_copy_from_300_rows")
+def test_without_a_first_pass_drafts_read_the_batchs_float32_product(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    index = _space(np.random.default_rng(8), 400, 16)
+    drafts = _unit(np.random.default_rng(9), 3, 16)
+    monkeypatch.setattr(bfloat16_rows, "_torch", None)  # still loading
+    index.prime(drafts)
+    ranked = _ranked(index, drafts[1], "river", 5)
+    assert index._primed is not None and index._primed.product is not None
+    cosines = index.matrix @ drafts[1]
+    best = int(np.argmax(cosines))
+    row, cosine = index.closest(drafts[1], np.arange(400))
+    assert row == best and cosine == pytest.approx(cosines[best])
+    index.unprime()
+    assert _same(ranked, _ranked(index, drafts[1], "river", 5))
 
 
 @pytest.mark.usefixtures("_copy_from_300_rows")
