@@ -123,7 +123,8 @@ class BFloat16Rows:
             rows = torch.from_numpy(bits[:n]).view(torch.bfloat16)
             query = torch.from_numpy(query_bits).view(torch.bfloat16)
             approx: np.ndarray = product(torch, rows, query).float().numpy()
-        except Exception:  # a PyTorch without this kernel: the float32 scan from now on
+        except Exception:  # a PyTorch without this kernel: the float32 scan from now on, for
+            # every ranking of the process (a question's matrix-vector product too)
             log.exception("the bfloat16 first pass failed; ranking on the float32 rows")
             _disable()
             return None
@@ -157,7 +158,9 @@ class Batch:
     ) -> None:
         self.approx = approx
         self._per_error, self._per_norm = per_error, per_norm
-        self._error, self._norm = error, norm  # the rows' own, as they were at the product
+        # the rows' own (views: a row rewritten or removed since the product is computed
+        # in float32 instead, `KindIndex._first_pass`)
+        self._error, self._norm = error, norm
 
     def row(self, j: int) -> tuple[np.ndarray, np.ndarray]:
         """Vector j's approximate cosines and their bounds."""

@@ -269,15 +269,18 @@ class KindIndex(Generic[R]):
         self._kw_len[row] = 0
         self._matrix[row] = 0.0
         self._copy_row(row)
+        if self._primed is not None and row < self._primed.known:
+            self._rewritten.add(row)
         self._lexical_memo = None
         self._note(row)
         self.mutations += 1
 
     def prime(self, vectors: np.ndarray) -> None:
-        """Prepare the cosines of `vectors` (one per row) against every row now: the first
-        ranking of any of them makes one product for them all (on the bfloat16 copy where
-        the kind keeps one, else on the float32 matrix), and the others read it instead of
-        the matrix."""
+        """Prepare the cosines of `vectors` (one per row) against every row now, for this
+        thread: the first ranking of any of them makes one product for them all, on the
+        bfloat16 copy where the kind keeps one and PyTorch has loaded by then (else on the
+        float32 matrix), and the others read it instead of the matrix. Rows written or
+        removed meanwhile are read as they are now."""
         table = {_key(v): j for j, v in enumerate(vectors)}
         self._primed = _Primed(len(self.ids), table, vectors)
         self._rewritten = set()
@@ -288,13 +291,11 @@ class KindIndex(Generic[R]):
 
     def cosines(self, vector: np.ndarray) -> np.ndarray:
         """The cosine of `vector` with every row (rows are unit vectors)."""
-        primed = self._primed
-        column = None
-        if primed is not None:
-            column = primed.table.get(_key(vector))
-        if primed is None or column is None:
+        found = self._column(vector)
+        if found is None:
             cos: np.ndarray = self.matrix @ vector
             return cos
+        primed, column = found
         known = primed.known
         if primed.product is None:  # rows written since priming are read below, as they are now
             # One row per primed vector: each read is then contiguous (a column of a
@@ -306,18 +307,24 @@ class KindIndex(Generic[R]):
         n = len(self.ids)
         out = np.empty(n, dtype=np.float32)
         out[:known] = primed.product[column]
-        return self._exact_since(primed, vector, out, n)
-
-    def _exact_since(
-        self, primed: _Primed, vector: np.ndarray, out: np.ndarray, n: int
-    ) -> np.ndarray:
-        """`out` with the cosines of the rows written since `primed` was made, computed."""
-        if n > primed.known:
-            out[primed.known :] = self._matrix[primed.known : n] @ vector
-        if self._rewritten:
-            rows = np.fromiter(self._rewritten, dtype=np.int64, count=len(self._rewritten))
-            out[rows] = self._matrix[rows] @ vector
+        since = self._since(primed, n)
+        out[since] = self._matrix[since] @ vector
         return out
+
+    def _column(self, vector: np.ndarray) -> tuple[_Primed, int] | None:
+        """The batch `vector` was primed in and its place there, on the thread that primed
+        it (another thread's vectors, a question's, are ranked on their own)."""
+        primed = self._primed
+        if primed is None or primed.thread != threading.get_ident():
+            return None
+        column = primed.table.get(_key(vector))
+        return None if column is None else (primed, column)
+
+    def _since(self, primed: _Primed, n: int) -> np.ndarray:
+        """The rows written or removed since `primed` was made: those rewritten and those
+        past the rows it knew."""
+        rewritten = np.fromiter(tuple(self._rewritten), dtype=np.int64)
+        return np.concatenate([rewritten, np.arange(primed.known, n, dtype=np.int64)])
 
     def mask(self, people: Collection[str] | None = None) -> np.ndarray:
         """Live rows, restricted to those sharing a participant when `people` is given."""
@@ -393,10 +400,8 @@ class KindIndex(Generic[R]):
         """The cosine of `vector` with `rows`: their own product when they are few, else
         read from the product with every row (a gather of most of a large matrix costs more
         than the product)."""
-        primed = self._primed
-        computed = (
-            primed is not None and primed.product is not None and _key(vector) in primed.table
-        )
+        found = self._column(vector)
+        computed = found is not None and found[0].product is not None
         out: np.ndarray
         if computed or _GATHER * rows.size >= len(self.ids):
             out = self.cosines(vector)[rows]
@@ -483,26 +488,30 @@ class KindIndex(Generic[R]):
         self, vector: np.ndarray, rows: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """The bfloat16 copy's cosines of `vector` with `rows` and a bound on each one's
-        distance to the float32 cosine: a vector a commit primed reads its row of the
-        batch's product (rows written since are computed exactly, with no error). None
-        where no pass runs: no copy, PyTorch still loading, or `rows` few enough to gather
-        (a narrow participant or time mask: 500 rows of 100k take 0.04 ms, a pass 2-4 ms)."""
+        distance to the cosine and to the float32 product it is then scored with (arrays
+        that may be kept for the next call: not to be written to). A vector this thread
+        primed reads its row of the batch's product; the rows written or removed since are
+        computed in float32, their bound what two float32 products of a row can differ by.
+        None where no pass runs: no copy, PyTorch still loading, or `rows` few enough to
+        gather (a narrow participant or time mask: 500 rows of 100k take 0.04 ms, a pass
+        2-4 ms)."""
         copy = self._bf16
         n = len(self.ids)
         if copy is None or _GATHER * rows.size < n:
             return None
-        primed = self._primed
-        column = None if primed is None else primed.table.get(_key(vector))
-        if primed is None or column is None:
+        found = self._column(vector)
+        if found is None:
             first = copy.cosines(vector, n)
         else:
+            primed, column = found
             first = primed.first_pass(copy, column)
-            if first is not None and (n > primed.known or self._rewritten):
-                approx = self._exact_since(primed, vector, _extended(first[0], n), n)
-                bound = _extended(first[1], n)
-                bound[primed.known :] = 0.0
-                if self._rewritten:
-                    bound[np.fromiter(self._rewritten, dtype=np.int64)] = 0.0
+            since = self._since(primed, n)
+            if first is not None and since.size:
+                approx, bound = _extended(first[0], n), _extended(first[1], n)
+                written = self._matrix[since]
+                approx[since] = written @ vector
+                sums = np.float32(2 * self._dim * _SUM_ROUNDING * np.linalg.norm(vector))
+                bound[since] = sums * np.linalg.norm(written, axis=1)
                 first = approx, bound
         if first is None:
             return None
@@ -532,6 +541,8 @@ _GATHER = 4
 _CHANGES_KEPT = 1 << 16
 # A margin on S_h's float32 arithmetic (values of about 1), beyond the first pass's bound.
 _SLACK = 1e-6
+# float32's unit roundoff: a product's sum over d dimensions is within d·u·‖v‖·‖x‖
+_SUM_ROUNDING = 2.0**-24
 
 
 def _discard(postings: dict[str, Posting], key: str, row: int) -> None:
@@ -577,11 +588,13 @@ class _Primed:
     """A commit's batch of vectors (`KindIndex.prime`) against the rows that existed then
     (`known`): one product for the batch, made when the first of them is ranked, on the
     bfloat16 copy (`batch`) or, where no first pass runs, on the float32 matrix
-    (`product`). Only the thread that primed it reads or fills it."""
+    (`product`; both where the first pass is not asked, an alpha of 0). Only the thread
+    that primed it (`thread`) reads or fills it."""
 
     known: int
     table: dict[bytes, int]
     vectors: np.ndarray
+    thread: int = field(default_factory=threading.get_ident)
     product: np.ndarray | None = None
     batch: Batch | None = None
     tried: bool = False  # the bfloat16 product was asked for (None: PyTorch not ready)
@@ -595,9 +608,10 @@ class _Primed:
             self.batch = copy.batch(np.asarray(self.vectors, dtype=np.float32), self.known)
         if self.batch is None:
             return None
-        if self.last is None or self.last[0] != column:
-            self.last = column, self.batch.row(column)
-        return self.last[1]
+        last = self.last
+        if last is None or last[0] != column:
+            last = self.last = column, self.batch.row(column)
+        return last[1]
 
 
 def _top_order(score: np.ndarray, rows: np.ndarray, k: int | None) -> np.ndarray:

@@ -4,6 +4,7 @@ holds, and a top k ranked through it is the exact top k, entry for entry."""
 from __future__ import annotations
 
 import pickle
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -79,6 +80,21 @@ def test_the_bound_holds_for_every_row() -> None:
         approx, bound = batch.row(j)
         exact = matrix.astype(np.float64) @ query.astype(np.float64)
         assert np.all(np.abs(exact - approx) <= bound)
+        alone = copy.cosines(query, matrix.shape[0])
+        assert alone is not None and np.allclose(bound, alone[1], rtol=1e-5, atol=0)
+
+
+def test_the_batchs_bound_holds_at_a_large_spaces_shape() -> None:
+    # the kernel PyTorch picks for a commit's batch against 40k rows of 384 dimensions
+    rng = np.random.default_rng(13)
+    matrix = _unit(rng, 40_000, 384)
+    drafts = np.concatenate([_unit(rng, 14, 384), matrix[[7, 9]]])
+    batch = BFloat16Rows(matrix, matrix.shape[0]).batch(drafts, matrix.shape[0])
+    assert batch is not None
+    exact = drafts.astype(np.float64) @ matrix.astype(np.float64).T
+    for j in range(len(drafts)):
+        approx, bound = batch.row(j)
+        assert np.all(np.abs(exact[j] - approx) <= bound)
 
 
 def _space(rng: np.random.Generator, n: int, d: int) -> KindIndex[_Row]:
@@ -202,11 +218,13 @@ def test_without_pytorch_the_ranking_reads_the_float32_rows(
 
 
 @pytest.mark.usefixtures("_copy_from_300_rows")
+@pytest.mark.parametrize("writes", ["before the product", "after it", "rewrites alone"])
 def test_a_commits_drafts_are_ranked_through_one_bfloat16_product(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, writes: str
 ) -> None:
     # a commit's drafts are compared with the space through one product for the batch, on
-    # the copy: neither a pass per draft nor the float32 product of the batch
+    # the copy: neither a pass per draft nor the float32 product of the batch; the rows it
+    # writes and removes as it goes are read as they are now
     rng = np.random.default_rng(7)
     index = _space(rng, 600, 16)
     drafts = np.stack([index.matrix[40] + 1e-4, index.matrix[41], *_unit(rng, 4, 16)])
@@ -222,32 +240,53 @@ def test_a_commits_drafts_are_ranked_through_one_bfloat16_product(
     monkeypatch.setattr(
         BFloat16Rows, "cosines", lambda *a: pytest.fail("a pass of its own for a primed draft")
     )
+    index.upsert("lone", _Row(participants=["Ben"]), drafts[5], ["chess"], "chess")
     index.prime(drafts)
-    # the commit writes as it goes: a row past those primed, one of them rewritten
-    index.upsert("new", _Row(participants=["Ann"]), drafts[2], ["vase"], "vase")
+    if writes != "before the product":
+        _ranked(index, drafts[0], "vase", 5)
+    if writes != "rewrites alone":
+        index.upsert("new", _Row(participants=["Ann"]), drafts[2], ["vase"], "vase")
     index.upsert("r3", _Row(participants=["Ann"]), drafts[3], ["river"], "river")
+    index.remove("r41")  # the second draft's own row
+    index.remove("lone")  # the last one's, alone in its direction
     exact_index = pickle.loads(pickle.dumps(index))  # unprimed, no copy: the float32 scan
     exact_index._bf16 = None
-    everyone = index.mask()
+    rows = np.flatnonzero(index.mask())
     for draft in drafts:
         for k in (1, 5, 10):
             first = _ranked(index, draft, "vase river", k)
             assert _same(first, _ranked(exact_index, draft, "vase river", k))
-        rows = np.flatnonzero(everyone)
-        (first_row, first_cos), (exact_row, exact_cos) = (
+        (first_at, first_cos), (exact_at, exact_cos) = (
             index.closest(draft, rows),
             exact_index.closest(draft, rows),
         )
-        assert first_row == exact_row and first_cos == pytest.approx(exact_cos, abs=1e-6)
+        assert first_at == exact_at and first_cos == pytest.approx(exact_cos, abs=1e-6)
     assert products == [len(drafts)]
     assert index._primed is not None and index._primed.product is None
-    assert index.closest(drafts[2], np.arange(601))[0] == index.rows["new"]
-    assert index.closest(drafts[3], np.arange(601))[0] == index.rows["r3"]
+    assert index.ids[rows[index.closest(drafts[3], rows)[0]]] == "r3"
+    assert index.ids[rows[index.closest(drafts[1], rows)[0]]] != "r41"
+    every = np.arange(len(index.ids))  # the removed rows too: their cosines are 0 now
+    for draft in drafts[[1, 5]]:
+        assert index.closest(draft, every)[0] == exact_index.closest(draft, every)[0]
+    if writes != "rewrites alone":
+        assert index.ids[rows[index.closest(drafts[2], rows)[0]]] == "new"
     index.unprime()
     monkeypatch.undo()
-    assert (
-        index._ruled_in(drafts[0], np.arange(601), np.zeros(601, np.float32), BM25, 5) is not None
-    )
+    n = every.size
+    assert index._ruled_in(drafts[0], every, np.zeros(n, np.float32), BM25, 5) is not None
+
+
+@pytest.mark.usefixtures("_copy_from_300_rows")
+def test_another_threads_vector_is_not_read_from_a_commits_batch() -> None:
+    index = _space(np.random.default_rng(10), 400, 16)
+    drafts = _unit(np.random.default_rng(11), 2, 16)
+    index.prime(drafts)
+    seen: list[object] = []
+    question = threading.Thread(target=lambda: seen.append(index._column(drafts[0])))
+    question.start()
+    question.join()
+    assert seen == [None]
+    assert index._column(drafts[1]) == (index._primed, 1)
 
 
 @pytest.mark.usefixtures("_copy_from_300_rows")
