@@ -11,6 +11,12 @@ and order; rows whose scores tie to float32's last place may trade places). Rand
 vectors are spread more evenly than a model's, so the rows kept are a rough guide only; the
 model's own are in `bench scale`. Results go to `bench/results/first_pass.json`.
 
+With `--drafts B ...` it times instead what a commit's batch of B drafts costs against each
+size: the drafts primed (`KindIndex.prime`) and each ranked for its top k by S_h over every
+row, as event routing ranks its candidates, through one bfloat16 product of the batch and
+without the copy (one float32 product of the batch), which goes first alternating, with the
+top-k lists that differ between the two.
+
 With `--data-dir D --space S` it runs instead on a space a `bench scale` run left in D (the
 model's embeddings, events and profiles): `bench scale`'s synthetic questions, each answered
 by `full` recall in this process with the first pass and without it (which goes first
@@ -102,6 +108,56 @@ def run_size(n: int, questions: int, k: int, seed: int) -> dict[str, Any]:
     }
 
 
+def run_drafts(n: int, batches: list[int], rounds: int, k: int, seed: int) -> list[dict[str, Any]]:
+    """Per batch size: a commit's batch primed and each draft's top k, with the first pass
+    (one bfloat16 product of the batch) and without it (one float32 product)."""
+    rng = np.random.default_rng(seed)
+    index = build(n, rng)
+    weights = SimilaritySettings()
+    mask = index.mask()
+    copy = index._bf16
+    out = []
+    for size in batches:
+        times: dict[str, list[float]] = {"first_pass": [], "float32": []}
+        differ = 0
+        for r in range(rounds):
+            drafts = rng.standard_normal((size, DIM)).astype(np.float32)
+            drafts /= np.linalg.norm(drafts, axis=1, keepdims=True)
+            queries = [TextQuery.of(" ".join(rng.choice(WORDS, size=4))) for _ in range(size)]
+            tops: dict[str, list[list[str]]] = {}
+            arms = [("first_pass", copy), ("float32", None)]
+            for name, with_copy in arms if r % 2 == 0 else arms[::-1]:
+                index._bf16 = with_copy
+                index._lexical_memo = None  # neither arm reads the other's lexical scores
+                began = time.perf_counter()
+                index.prime(drafts)
+                try:
+                    tops[name] = [
+                        [s.id for s in index.hybrid(d, q, weights, mask, k=k)]
+                        for d, q in zip(drafts, queries, strict=True)
+                    ]
+                finally:
+                    index.unprime()
+                times[name].append((time.perf_counter() - began) * 1000)
+            index._bf16 = copy
+            differ += sum(a != b for a, b in zip(tops["first_pass"], tops["float32"], strict=True))
+        out.append(
+            {
+                "rows": n,
+                "drafts": size,
+                "k": k,
+                "rounds": rounds,
+                "batch_ms": {name: percentiles(values) for name, values in times.items()},
+                "speedup_p50": round(
+                    percentiles(times["float32"])["p50"] / percentiles(times["first_pass"])["p50"],
+                    2,
+                ),
+                "top_k_lists_differing": differ,
+            }
+        )
+    return out
+
+
 def run_space(data: Path, tenant: str, space: str, questions: int, seed: int) -> dict[str, Any]:
     """`full` recall on a stored space, each question with the first pass and without."""
     from bench.scale import synthetic_questions
@@ -160,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--space", help="with --data-dir: the space to ask (e.g. scale-100000)")
     parser.add_argument("--tenant", default="default")
     parser.add_argument(
+        "--drafts", type=int, nargs="+", help="time commits' batches of these sizes instead"
+    )
+    parser.add_argument("--rounds", type=int, default=10, help="with --drafts: batches a size")
+    parser.add_argument(
         "--torch-threads", type=int, help="PyTorch's threads (default: its own, one a core)"
     )
     args = parser.parse_args(argv)
@@ -181,6 +241,16 @@ def main(argv: list[str] | None = None) -> int:
         args.out.write_text(json.dumps(found, indent=2) + "\n", encoding="utf-8")
         return 0
     rows = []
+    if args.drafts:
+        for n in args.sizes:
+            for row in run_drafts(n, args.drafts, args.rounds, args.k, args.seed):
+                row["torch_threads"] = torch.get_num_threads()
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        result: dict[str, Any] = {"benchmark": "first_pass_drafts", "batches": rows}
+        args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        return 0
     for n in args.sizes:
         row = run_size(n, args.questions, args.k, args.seed)
         row["torch_threads"] = torch.get_num_threads()
