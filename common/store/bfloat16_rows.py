@@ -58,7 +58,7 @@ MIN_ROWS = 20_000
 # between 2⁻⁹ and 2⁻⁸ of the value (2⁻⁸ of the rounded result covers the value it was rounded
 # from). And float32's unit roundoff, for the sums.
 _OUTPUT_ROUNDING = 2.0**-8
-_SUM_ROUNDING = 2.0**-24
+SUM_ROUNDING = 2.0**-24
 # Rows rounded at a time (a block and its temporaries stay in the cache).
 _BLOCK = 1024
 # What no float32 arithmetic of values of this size reaches (the bounds' own rounding).
@@ -128,10 +128,11 @@ class BFloat16Rows:
             log.exception("the bfloat16 first pass failed; ranking on the float32 rows")
             _disable()
             return None
-        length = _norms(np.asarray(vectors, dtype=np.float32))
-        query_error = _norms(np.asarray(vectors, dtype=np.float32) - query_back)
+        vectors = np.asarray(vectors, dtype=np.float32)
+        length = _norms(vectors)
+        query_error = _norms(vectors - query_back)
         query_norm = _norms(query_back)
-        sums = np.float32(bits.shape[1] * _SUM_ROUNDING)
+        sums = np.float32(bits.shape[1] * SUM_ROUNDING)
         # ‖v‖·‖x − x'‖ + ‖v − v'‖·‖x'‖, the kernel's sum (d·u·‖v'‖·‖x'‖), the float32
         # product over the rows themselves (d·u·‖v‖·‖x‖ ≤ d·u·‖v‖·(‖x'‖ + ‖x − x'‖)), the
         # result's rounding, gathered by each row's two norms

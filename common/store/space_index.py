@@ -23,7 +23,7 @@ from common.settings import SimilaritySettings
 from common.similarity import TextQuery, hybrid_many
 from common.store import longlived
 from common.store.base import Kind, Store
-from common.store.bfloat16_rows import MIN_ROWS, Batch, BFloat16Rows
+from common.store.bfloat16_rows import MIN_ROWS, SUM_ROUNDING, Batch, BFloat16Rows
 from common.store.packed import Records
 from common.text.keywords import match_keys
 from common.text.lexical import Bm25, document_terms, query_terms
@@ -510,7 +510,7 @@ class KindIndex(Generic[R]):
                 approx, bound = _extended(first[0], n), _extended(first[1], n)
                 written = self._matrix[since]
                 approx[since] = written @ vector
-                sums = np.float32(2 * self._dim * _SUM_ROUNDING * np.linalg.norm(vector))
+                sums = np.float32(2 * self._dim * SUM_ROUNDING * np.linalg.norm(vector))
                 bound[since] = sums * np.linalg.norm(written, axis=1)
                 first = approx, bound
         if first is None:
@@ -541,8 +541,6 @@ _GATHER = 4
 _CHANGES_KEPT = 1 << 16
 # A margin on S_h's float32 arithmetic (values of about 1), beyond the first pass's bound.
 _SLACK = 1e-6
-# float32's unit roundoff: a product's sum over d dimensions is within d·u·‖v‖·‖x‖
-_SUM_ROUNDING = 2.0**-24
 
 
 def _discard(postings: dict[str, Posting], key: str, row: int) -> None:
@@ -605,7 +603,7 @@ class _Primed:
         """The batch's approximate cosines of vector `column` and their bounds."""
         if not self.tried:
             self.tried = True
-            self.batch = copy.batch(np.asarray(self.vectors, dtype=np.float32), self.known)
+            self.batch = copy.batch(self.vectors, self.known)
         if self.batch is None:
             return None
         last = self.last
