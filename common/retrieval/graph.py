@@ -151,9 +151,12 @@ class Channels:
         n = len(facts.ids)
         self.size = n
         self.live = max(len(facts), 1)
-        self.keywords = {kw: j for j, kw in enumerate(sorted(facts.kw_postings))}
+        # the postings as one copy, taken in one step: a write on the commit thread can drop
+        # a keyword's posting between a listing of the live dict's keys and their lookups
+        kw_postings = dict(facts.kw_postings)
+        self.keywords = {kw: j for j, kw in enumerate(sorted(kw_postings))}
         # keyword by keyword, each posting's rows in order: the transpose is built first
-        postings = [np.sort(facts.kw_postings[kw].arrays()[0]) for kw in self.keywords]
+        postings = [np.sort(kw_postings[kw].arrays()[0]) for kw in self.keywords]
         postings = [held[held < n] for held in postings]  # none written after n was read
         df = np.fromiter((held.size for held in postings), dtype=np.int64, count=len(postings))
         indptr = np.zeros(len(postings) + 1, dtype=np.int64)

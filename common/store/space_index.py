@@ -653,10 +653,11 @@ class FactArrays:
     def __init__(self, facts: KindIndex[Fact]) -> None:
         self.mark = facts.changes_mark()  # before anything is read
         n = len(facts.ids)
-        self.persons = sorted(facts.people_postings)
+        people_postings = dict(facts.people_postings)  # one step: see graph.Channels
+        self.persons = sorted(people_postings)
         self.people = np.zeros((n, max((len(self.persons) + 63) // 64, 1)), dtype=np.uint64)
         for j, person in enumerate(self.persons):
-            rows = np.fromiter(facts.people_postings[person], dtype=np.int64)
+            rows = np.fromiter(people_postings[person], dtype=np.int64)
             self.people[rows[rows < n], j // 64] |= np.uint64(1 << (j % 64))
         self.has_people: np.ndarray = np.any(self.people != 0, axis=1)
         # the ids in order, and the row of each

@@ -572,3 +572,45 @@ def test_channels_brought_up_to_date_after_writes_equal_channels_built_from_scra
         arrays, plain_arrays = index.fact_arrays(), FactArrays(index.facts)
         for name in ("people", "has_people", "id_rank"):
             assert np.array_equal(getattr(arrays, name), getattr(plain_arrays, name)), name
+
+
+def test_channels_and_fact_arrays_are_built_while_the_commit_thread_rewrites_facts() -> None:
+    """A question builds the graph's structures while another thread writes (reads never
+    wait for a write): a fact rewritten over and over, each time with a keyword and a
+    person of its own, drops the previous ones' postings. Built from the live dicts, a
+    posting listed and then looked up after the write dropped it failed the question."""
+    import sys
+    import threading
+    import time
+
+    from common.retrieval.graph import Channels
+    from common.store.space_index import FactArrays, SpaceIndex
+
+    index = SpaceIndex(tenant="t", space="s", dimension=2)
+    vector = np.array([1.0, 0.0], dtype=np.float32)
+    for i in range(300):
+        index.put_fact(_fact(i, [f"word{i}", "shared"], [f"P{i % 7}"], i, 0), vector)
+    done = threading.Event()
+
+    def rewrite() -> None:
+        k = 0
+        while not done.is_set():
+            k += 1
+            index.put_fact(_fact(1000, [f"only{k}"], [f"Q{k}"], 1, 0), vector)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads often: the race shows within a few builds
+    writer = threading.Thread(target=rewrite)
+    writer.start()
+    builds = 0
+    try:
+        began = time.monotonic()
+        while builds < 200 and time.monotonic() - began < 2.0:
+            Channels(index, CFG)
+            FactArrays(index.facts)
+            builds += 1
+    finally:
+        done.set()
+        writer.join()
+        sys.setswitchinterval(interval)
+    assert builds > 20
