@@ -25,14 +25,16 @@ def recall_graph(
     """Every seed and every hit, then the most activated expanded facts up to `max_nodes`;
     the strongest edges among them (one per pair and channel) up to `max_edges`."""
     rows = result.rows
-    ids = [index.facts.records[r].id for r in rows]
+    # the local nodes' facts, less any erased since the walk read them
+    found = {i: fact for i, r in enumerate(rows) if (fact := index.facts.live(r)) is not None}
+    ids = {i: fact.id for i, fact in found.items()}
     rank = {fact_id: i for i, fact_id in enumerate(hit_ids)}
-    shown = [i for i in range(len(rows)) if i < seeds or ids[i] in rank]
+    shown = [i for i in found if i < seeds or ids[i] in rank]
     taken = set(shown)
     for i in np.argsort(-result.activation, kind="stable").tolist():
         if len(shown) >= max_nodes:
             break
-        if i not in taken:
+        if i not in taken and i in found:
             shown.append(i)
             taken.add(i)
     best: dict[tuple[int, int, Channel], float] = {}
@@ -52,7 +54,7 @@ def recall_graph(
     nodes = [
         GraphNode(
             fact_id=ids[i],
-            text=index.facts.records[rows[i]].text,
+            text=found[i].text,
             role="seed" if i < seeds else "expanded",
             activation=float(result.activation[i]),
             rank=rank.get(ids[i]),

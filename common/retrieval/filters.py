@@ -49,7 +49,7 @@ def _columns(facts: KindIndex[Fact]) -> _Columns:
     sessions = np.empty(n, dtype=object)
     said = np.full(n, MISSING, dtype=np.int64)
     for row in range(n):
-        fact = facts.records[row] if facts.alive[row] else None
+        fact = facts.live(row)
         if fact is not None:
             sessions[row] = fact.source.session_id
             said[row] = _seconds(fact.time.session)

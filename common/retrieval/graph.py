@@ -15,7 +15,7 @@ import scipy.sparse as sp
 
 from common.retrieval.ppr import mix_channels, random_walk_with_restart, restart_vector
 from common.settings import GraphSettings
-from common.store.space_index import SpaceIndex
+from common.store.space_index import FactArrays, SpaceIndex
 from common.text.keywords import match_key, match_keys
 
 
@@ -138,7 +138,7 @@ class Channels:
         # next update
         self.marks = (index.facts.changes_mark(), index.events.changes_mark())
         self._entity(index, cfg)
-        id_rank = index.fact_arrays().id_rank
+        id_rank = _fact_arrays(index, self.size).id_rank
         self._event_facts, self._fact_events = _event_membership(index)
         self.event = _event_edges(
             index, cfg, id_rank, self._event_facts, self._fact_events, None, self.size
@@ -187,8 +187,8 @@ class Channels:
         out = Channels.__new__(Channels)
         out.marks = marks
         out._entity(index, cfg)
-        id_rank = index.fact_arrays().id_rank
         n = out.size
+        id_rank = _fact_arrays(index, n).id_rank
 
         # turn edges: those of every session a changed fact was or is in
         entries = self._turn_entries
@@ -243,8 +243,8 @@ def _event_membership(index: SpaceIndex) -> tuple[_EventFacts, _FactEvents]:
     events = index.events
     event_facts: _EventFacts = {}
     fact_events: dict[str, list[int]] = {}
-    for row, event in enumerate(events.records):
-        if events.alive[row]:
+    for row in range(len(events.records)):
+        if (event := events.live(row)) is not None:
             event_facts[row] = tuple(event.fact_ids)
             for fid in event.fact_ids:
                 fact_events.setdefault(fid, []).append(row)
@@ -265,8 +265,8 @@ def _membership_updated(
     touched: set[str] = set()
     for e in redo:
         touched.update(out_events.pop(e, ()))
-        if events.alive[e]:
-            out_events[e] = tuple(events.records[e].fact_ids)
+        if (event := events.live(e)) is not None:
+            out_events[e] = tuple(event.fact_ids)
             touched.update(out_events[e])
     for fid in touched:
         rows = {e for e in out_facts.get(fid, ()) if e not in redo}
@@ -333,8 +333,7 @@ def _turn_entries(index: SpaceIndex, rows: np.ndarray) -> _TurnEntries:
     facts = index.facts
     out_rows, seqs, positions = [], [], []
     for row in rows.tolist():
-        if facts.alive[row]:
-            fact = facts.records[row]
+        if (fact := facts.live(row)) is not None:
             for pos in fact.source.positions:
                 out_rows.append(row)
                 seqs.append(fact.source.session_seq)
@@ -402,6 +401,14 @@ def _splice(old: sp.csr_matrix, rows: np.ndarray, block: sp.csr_matrix, n: int) 
     return _csr(data, indices, indptr, (n, n))
 
 
+def _fact_arrays(index: SpaceIndex, n: int) -> FactArrays:
+    """The index's fact arrays, of at least its first `n` rows. A question reads the space
+    while the commit thread writes it: the arrays kept for the state it finds may have been
+    read before a fact that the caller's `n` counts was added; they are read again then."""
+    arrays = index.fact_arrays()
+    return arrays if arrays.people.shape[0] >= n else arrays.updated(index.facts)
+
+
 def channels(index: SpaceIndex, cfg: GraphSettings) -> Channels:
     """The index's query-independent graph structures, kept per index state and settings and
     brought up to date from the last state's after a write (also called before an index is
@@ -422,8 +429,8 @@ class LocalGraph:
         self.cfg = cfg
         self.query = match_keys(query_keywords)
         before = index.facts.mutations
-        self._arrays = index.fact_arrays()
         self._channels = channels(index, cfg)
+        self._arrays = _fact_arrays(index, self._channels.size)
         # rows kept for later queries only when both were read from one state of the facts
         self._keep_rows = before % 2 == 0 and index.facts.mutations == before
         ch = self._channels

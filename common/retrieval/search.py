@@ -8,6 +8,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
+from itertools import islice
 
 import numpy as np
 
@@ -37,7 +38,7 @@ from common.retrieval.graph import GraphResult, LocalGraph
 from common.retrieval.ppr import fuse_ranks
 from common.similarity import TextQuery, hybrid_many
 from common.store import records
-from common.store.space_index import SpaceIndex
+from common.store.space_index import Scored, SpaceIndex
 
 
 @dataclass
@@ -122,7 +123,11 @@ def compensatory(
         _filtered(index, intent, "events"),
         k=cfg.retrieval.event_top_k,
     )
-    used = [(index.events.get(e.id), e.score) for e in events]
+    used = [  # less any event erased since it was ranked (the commit thread writes meanwhile)
+        (event, e.score)
+        for e in events
+        if (event := index.events.live(index.events.rows[e.id])) is not None
+    ]
     best: dict[int, float] = {}
     for event, event_score in used:
         for fid in event.fact_ids:
@@ -146,11 +151,12 @@ def compensatory(
         for row, fs in zip(rows, fact_scores, strict=True)
     ]
     fused.sort(key=lambda x: (-x[1], x[0]))
-    hits = [
-        Hit(index.facts.records[row], sf, {"compensatory": sf, "fact_sh": fh})
-        for row, sf, fh in fused[: cfg.retrieval.compensatory_top_k]
-    ]
-    return hits, used
+    live = (  # less any fact erased since it was ranked
+        Hit(fact, sf, {"compensatory": sf, "fact_sh": fh})
+        for row, sf, fh in fused
+        if (fact := index.facts.live(row)) is not None
+    )
+    return list(islice(live, cfg.retrieval.compensatory_top_k)), used
 
 
 def associative(
@@ -190,9 +196,13 @@ def associative(
         inside = local < allowed.size
         inside[inside] = allowed[local[inside]]
         order = order[inside[order]]
-    hits = []
-    for i in order[:k]:
-        fact = index.facts.records[int(local[i])]
+    hits: list[Hit] = []
+    for i in order:
+        if len(hits) == k:
+            break
+        fact = index.facts.live(int(local[i]))
+        if fact is None:  # erased since the walk read it
+            continue
         stages = dict(by_id[fact.id].stages) if fact.id in by_id else {}
         stages["graph"] = float(result.activation[i])
         stages["relevance"] = float(relevance[i])
@@ -269,11 +279,11 @@ def search(
     walk: Walk | None = None
     if mode == "flat":
         ranked = index.facts.hybrid(vector, query, sim, fmask, k=k)
-        hits = [Hit(index.facts.get(r.id), r.score, {"primary": r.score}) for r in ranked]
+        hits = _ranked_hits(index, ranked)
         clock.lap("primary")
     else:
         ranked = index.facts.hybrid(vector, query, sim, fmask, k=cfg.primary_top_k)
-        primary = [Hit(index.facts.get(r.id), r.score, {"primary": r.score}) for r in ranked]
+        primary = _ranked_hits(index, ranked)
         clock.lap("primary")
         taken = {h.fact.id for h in primary}
         extra, events = compensatory(ctx, index, intent, query, vector, taken, allowed)
@@ -313,6 +323,16 @@ def search(
         walk,
         [score for _, _, score in in_force],
     )
+
+
+def _ranked_hits(index: SpaceIndex, ranked: list[Scored]) -> list[Hit]:
+    """The primary stage's hits: the facts ranked, less any erased since (a question reads
+    the space while the commit thread writes it)."""
+    return [
+        Hit(fact, r.score, {"primary": r.score})
+        for r in ranked
+        if (fact := index.facts.live(index.facts.rows[r.id])) is not None
+    ]
 
 
 def _relevant(
@@ -399,7 +419,9 @@ def top_profiles(
     )
     out = []
     for r in ranked:
-        profile = index.profiles.get(r.id)
+        profile = index.profiles.live(index.profiles.rows[r.id])
+        if profile is None:  # erased since it was ranked
+            continue
         version = profile.version_at(when)
         if version is not None:
             out.append((profile, version, r.score))

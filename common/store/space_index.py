@@ -102,6 +102,12 @@ class KindIndex(Generic[R]):
     def get(self, item_id: str) -> R:
         return self.records[self.rows[item_id]]
 
+    def live(self, row: int) -> R | None:
+        """The record of `row`; None where it is removed. A reader on another thread than
+        the writer's may find a row removed between two reads of it: it reads the record
+        once, through this, and drops a None."""
+        return self.records[row] if self.alive[row] else None
+
     def vector(self, item_id: str) -> np.ndarray:
         row: np.ndarray = self._matrix[self.rows[item_id]]
         return row
@@ -686,8 +692,8 @@ class FactArrays:
         bit = {person: j for j, person in enumerate(self.persons)}
         for row in changed[changed < n].tolist():
             out.people[row] = 0
-            if facts.alive[row]:
-                for person in set(_fact_people(facts.records[row])):
+            if (fact := facts.live(row)) is not None:
+                for person in set(_fact_people(fact)):
                     j = bit.get(person, -1)
                     if j < 0:  # a person new since the check: written meanwhile
                         return FactArrays(facts)

@@ -40,6 +40,25 @@ def stored_fact(
     )
 
 
+def turn_fact(
+    i: int, keywords: list[str], people: list[str], seq: int, pos: int, text: str | None = None
+) -> Fact:
+    """Fact `f{i}` of session `s{seq}`, said at turn position `pos` on 1 January 2024: what
+    the recall graph's channels read (keywords, people, turn position)."""
+    return Fact(
+        id=f"f{i}",
+        tenant="t",
+        space="s",
+        text=text or f"fact {i}",
+        participants=people,
+        keywords=keywords,
+        time=FactTime(session=datetime(2024, 1, 1)),
+        source=FactSource(
+            session_id=f"s{seq}", session_seq=seq, turn_ids=[f"D{seq}:{pos}"], positions=[pos]
+        ),
+    )
+
+
 def session_record(session_id: str, seq: int, when: datetime, people: list[str]) -> SessionRecord:
     session = SessionInput(
         session_id=session_id,

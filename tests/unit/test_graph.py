@@ -22,6 +22,7 @@ from common.retrieval.ppr import (
     restart_vector,
 )
 from common.settings import GraphSettings
+from tests.helpers.records import turn_fact
 
 CFG = GraphSettings()
 
@@ -151,36 +152,17 @@ def test_turn_edges_decay_within_the_window() -> None:
     assert turn_edge_weight(3, CFG) == 0.0
 
 
-def _fact(i: int, keywords: list[str], people: list[str], seq: int, pos: int):
-    from datetime import datetime
-
-    from common.models.memory import Fact, FactSource, FactTime
-
-    return Fact(
-        id=f"f{i}",
-        tenant="t",
-        space="s",
-        text=f"fact {i}",
-        participants=people,
-        keywords=keywords,
-        time=FactTime(session=datetime(2024, 1, 1)),
-        source=FactSource(
-            session_id=f"s{seq}", session_seq=seq, turn_ids=[f"D{seq}:{pos}"], positions=[pos]
-        ),
-    )
-
-
 def test_local_graph_reaches_keyword_and_turn_neighbours_but_not_strangers() -> None:
     from common.retrieval.graph import LocalGraph
     from common.store.space_index import SpaceIndex
 
     index = SpaceIndex(tenant="t", space="s", dimension=2)
     facts = [
-        _fact(0, ["guitar", "lesson"], ["Ann"], 1, 1),
-        _fact(1, ["guitar", "concert"], ["Ann"], 3, 9),  # shares a keyword with the seed
-        _fact(2, ["weather"], ["Ann"], 1, 2),  # next turn after the seed
-        _fact(3, ["garden"], ["Ann"], 5, 4),  # nothing in common
-        _fact(4, ["guitar"], ["Bob"], 4, 1),  # shares a keyword, but only Bob: gated
+        turn_fact(0, ["guitar", "lesson"], ["Ann"], 1, 1),
+        turn_fact(1, ["guitar", "concert"], ["Ann"], 3, 9),  # shares a keyword with the seed
+        turn_fact(2, ["weather"], ["Ann"], 1, 2),  # next turn after the seed
+        turn_fact(3, ["garden"], ["Ann"], 5, 4),  # nothing in common
+        turn_fact(4, ["guitar"], ["Bob"], 4, 1),  # shares a keyword, but only Bob: gated
     ]
     for f in facts:
         index.put_fact(f, np.array([1.0, 0.0], dtype=np.float32))
@@ -218,10 +200,10 @@ def test_local_graph_does_not_depend_on_the_order_facts_reached_the_index() -> N
 
     # Ten facts sharing one keyword with the seed, equally weighted: more than the cap of 4.
     cfg = CFG.model_copy(update={"max_neighbors_per_fact": 4, "max_local_nodes": 5})
-    facts = [_fact(0, ["kayak"], ["Ann"], 1, 1)] + [
-        _fact(i, ["kayak"], ["Ann"], 10 + i, 1) for i in range(1, 11)
+    facts = [turn_fact(0, ["kayak"], ["Ann"], 1, 1)] + [
+        turn_fact(i, ["kayak"], ["Ann"], 10 + i, 1) for i in range(1, 11)
     ]
-    fillers = [_fact(100 + i, [f"word{i}"], ["Bob"], 100 + i, 1) for i in range(40)]
+    fillers = [turn_fact(100 + i, [f"word{i}"], ["Bob"], 100 + i, 1) for i in range(40)]
     reached = []
     for order in (facts + fillers, [facts[0], *reversed(facts[1:]), *fillers]):
         index = SpaceIndex(tenant="t", space="s", dimension=2)
@@ -239,11 +221,11 @@ def test_local_entity_edges_sum_shared_keyword_weights_gate_people_and_cap_rows(
 
     index = SpaceIndex(tenant="t", space="s", dimension=2)
     facts = [
-        _fact(0, ["kayak", "lake"], ["Ann"], 1, 1),
-        _fact(1, ["kayak", "lake"], ["Ann"], 2, 1),  # shares both keywords
-        _fact(2, ["kayak"], ["Ann"], 3, 1),  # shares one
-        _fact(3, ["kayak", "lake"], ["Bob"], 4, 1),  # shares both, other person: gated
-        *[_fact(10 + i, [f"w{i}"], ["Cy"], 10 + i, 1) for i in range(20)],
+        turn_fact(0, ["kayak", "lake"], ["Ann"], 1, 1),
+        turn_fact(1, ["kayak", "lake"], ["Ann"], 2, 1),  # shares both keywords
+        turn_fact(2, ["kayak"], ["Ann"], 3, 1),  # shares one
+        turn_fact(3, ["kayak", "lake"], ["Bob"], 4, 1),  # shares both, other person: gated
+        *[turn_fact(10 + i, [f"w{i}"], ["Cy"], 10 + i, 1) for i in range(20)],
     ]
     for f in facts:
         index.put_fact(f, np.array([1.0, 0.0], dtype=np.float32))
@@ -267,12 +249,12 @@ def test_event_and_turn_edges_of_the_whole_space_follow_membership_positions_and
 
     index = SpaceIndex(tenant="t", space="s", dimension=2)
     facts = [
-        _fact(0, ["a"], ["Ann"], 1, 1),
-        _fact(1, ["b"], ["Ann"], 1, 2),
-        _fact(2, ["c"], ["Ann"], 1, 4),
-        _fact(3, ["d"], ["Ann"], 2, 1),  # another session: no turn edge to session 1
+        turn_fact(0, ["a"], ["Ann"], 1, 1),
+        turn_fact(1, ["b"], ["Ann"], 1, 2),
+        turn_fact(2, ["c"], ["Ann"], 1, 4),
+        turn_fact(3, ["d"], ["Ann"], 2, 1),  # another session: no turn edge to session 1
     ]
-    two_turns = _fact(4, ["e"], ["Ann"], 1, 3)
+    two_turns = turn_fact(4, ["e"], ["Ann"], 1, 3)
     two_turns.source.positions = [3, 9]
     for f in [*facts, two_turns]:
         index.put_fact(f, np.array([1.0, 0.0], dtype=np.float32))
@@ -332,7 +314,7 @@ def test_entity_rows_read_heaviest_first_keep_the_cap_of_every_candidate() -> No
     often = np.arange(10, 0, -1) / 55
     for n in range(600):
         k = rng.choice(10, size=int(rng.integers(1, 5)), replace=False, p=often)
-        fact = _fact(n, [f"k{x}" for x in k], people[int(rng.integers(0, len(people)))], n, 0)
+        fact = turn_fact(n, [f"k{x}" for x in k], people[int(rng.integers(0, len(people)))], n, 0)
         index.put_fact(fact, np.eye(4, dtype=np.float32)[n % 4])
     cy = [r for r in range(600) if index.facts.records[r].participants == ["Cy"]]
     for cap in (1, 3, 8, 30):
@@ -356,7 +338,7 @@ def test_entity_rows_of_facts_without_a_query_keyword_are_kept_until_the_space_c
     index = SpaceIndex(tenant="t", space="s", dimension=2)
     for n in range(300):
         k = rng.choice(8, size=int(rng.integers(1, 4)), replace=False)
-        fact = _fact(n, [f"k{x}" for x in k], [["Ann"], ["Bo"]][n % 2], n, 0)
+        fact = turn_fact(n, [f"k{x}" for x in k], [["Ann"], ["Bo"]][n % 2], n, 0)
         index.put_fact(fact, np.array([1.0, 0.0], dtype=np.float32))
     has = {r: set(index.facts.records[r].keywords) for r in range(300)}
     rows = [int(r) for r in rng.choice(300, size=40, replace=False)]
@@ -383,7 +365,7 @@ def test_entity_rows_of_facts_without_a_query_keyword_are_kept_until_the_space_c
     kept = channels(index, CFG)
     assert kept.plain_entity_rows
     assert pickle.loads(pickle.dumps(kept)).plain_entity_rows == {}
-    index.put_fact(_fact(300, ["k1", "k2"], ["Ann"], 300, 0), np.array([0.0, 1.0], np.float32))
+    index.put_fact(turn_fact(300, ["k1", "k2"], ["Ann"], 300, 0), np.array([0.0, 1.0], np.float32))
     third = same_as_computed(LocalGraph(index, ["k2"], CFG))
     assert not any(t[0] is s[0] for t, s in zip(third, second, strict=True))
 
@@ -449,7 +431,7 @@ def test_turn_edges_hold_for_every_accepted_session_order() -> None:
     index = SpaceIndex(tenant="t", space="s", dimension=2)
     for k, seq in enumerate(orders):
         for pos in (0, 1, 1_000_000):
-            f = _fact(3 * k + min(pos, 2), [f"w{k}{pos}"], ["Ann"], seq, pos)
+            f = turn_fact(3 * k + min(pos, 2), [f"w{k}{pos}"], ["Ann"], seq, pos)
             index.put_fact(f, np.array([1.0, 0.0], dtype=np.float32))
     graph = LocalGraph(index, [], CFG)
     near = turn_edge_weight(1, CFG)
@@ -468,9 +450,9 @@ def test_the_explained_graph_shows_seeds_hits_and_their_edges_by_channel() -> No
 
     index = SpaceIndex(tenant="t", space="s", dimension=2)
     for f in [
-        _fact(0, ["guitar", "lesson"], ["Ann"], 1, 1),
-        _fact(1, ["guitar", "concert"], ["Ann"], 3, 9),
-        _fact(2, ["weather"], ["Ann"], 1, 2),
+        turn_fact(0, ["guitar", "lesson"], ["Ann"], 1, 1),
+        turn_fact(1, ["guitar", "concert"], ["Ann"], 3, 9),
+        turn_fact(2, ["weather"], ["Ann"], 1, 2),
     ]:
         index.put_fact(f, np.array([1.0, 0.0], dtype=np.float32))
     result = LocalGraph(index, ["guitar"], CFG).run([0], np.array([0.9]))
@@ -532,7 +514,7 @@ def test_channels_brought_up_to_date_after_writes_equal_channels_built_from_scra
             if op < 0.45 or made < 4:  # a new fact, or a fact rewritten in place
                 i = made if rng.random() < 0.8 or made == 0 else int(rng.integers(made))
                 made += i == made
-                fact = _fact(
+                fact = turn_fact(
                     i,
                     list(rng.choice(words, size=2, replace=False)),
                     list(rng.choice(people, size=int(rng.integers(1, 3)), replace=False)),
@@ -572,45 +554,3 @@ def test_channels_brought_up_to_date_after_writes_equal_channels_built_from_scra
         arrays, plain_arrays = index.fact_arrays(), FactArrays(index.facts)
         for name in ("people", "has_people", "id_rank"):
             assert np.array_equal(getattr(arrays, name), getattr(plain_arrays, name)), name
-
-
-def test_channels_and_fact_arrays_are_built_while_the_commit_thread_rewrites_facts() -> None:
-    """A question builds the graph's structures while another thread writes (reads never
-    wait for a write): a fact rewritten over and over, each time with a keyword and a
-    person of its own, drops the previous ones' postings. Built from the live dicts, a
-    posting listed and then looked up after the write dropped it failed the question."""
-    import sys
-    import threading
-    import time
-
-    from common.retrieval.graph import Channels
-    from common.store.space_index import FactArrays, SpaceIndex
-
-    index = SpaceIndex(tenant="t", space="s", dimension=2)
-    vector = np.array([1.0, 0.0], dtype=np.float32)
-    for i in range(300):
-        index.put_fact(_fact(i, [f"word{i}", "shared"], [f"P{i % 7}"], i, 0), vector)
-    done = threading.Event()
-
-    def rewrite() -> None:
-        k = 0
-        while not done.is_set():
-            k += 1
-            index.put_fact(_fact(1000, [f"only{k}"], [f"Q{k}"], 1, 0), vector)
-
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # switch threads often: the race shows within a few builds
-    writer = threading.Thread(target=rewrite)
-    writer.start()
-    builds = 0
-    try:
-        began = time.monotonic()
-        while builds < 200 and time.monotonic() - began < 2.0:
-            Channels(index, CFG)
-            FactArrays(index.facts)
-            builds += 1
-    finally:
-        done.set()
-        writer.join()
-        sys.setswitchinterval(interval)
-    assert builds > 20
