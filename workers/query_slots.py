@@ -22,7 +22,7 @@ from typing import Any
 from celery import bootsteps
 from celery.concurrency.prefork import TaskPool as PreforkPool
 from celery.signals import task_prerun
-from celery.worker import WorkController
+from celery.worker import WorkController, loops
 from celery.worker import state as worker_state
 from celery.worker.consumer import Consumer
 from celery.worker.consumer.tasks import Tasks
@@ -38,6 +38,8 @@ POOL_NICE = 10
 _QUERY_TASKS = frozenset(n.value for n, q in TASK_QUEUE.items() if q is Queue.QUERY)
 _yielding: set[int] = set()  # the main pool's threads already lowered
 _lane_on = threading.Event()
+# How long the query consumer's loop waits for the broker while every slot holds a question.
+FULL_WAIT_S = 0.01
 
 
 @task_prerun.connect
@@ -68,7 +70,37 @@ class _OnlyQueries(bootsteps.StartStopStep):  # type: ignore[misc]
         consumer.declare()
 
 
+class _Prompt:
+    """The consumer's connection as the query loop drains it. Celery's blocking loop
+    (`synloop`, this controller's: the event loop is per process) drains with a 2 s timeout.
+    While every slot holds a question, the prefetch is used up and the Redis transport does
+    not wait on the queue at all: it sleeps out the timeout. A slot freed meanwhile then
+    stayed empty for up to 2 s, and with as many clients asking at once as there are slots,
+    every answer came 2 s late. So while the slots are full, the loop looks again every
+    `FULL_WAIT_S`; otherwise it waits on the queue as before."""
+
+    def __init__(self, connection: Any, consumer: Any) -> None:
+        self._connection = connection
+        self._consumer = consumer
+
+    def drain_events(self, timeout: float | None = None) -> Any:
+        qos = getattr(self._consumer.channel, "qos", None)
+        if qos is not None and not qos.can_consume():
+            timeout = FULL_WAIT_S if timeout is None else min(timeout, FULL_WAIT_S)
+        return self._connection.drain_events(timeout=timeout)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._connection, name)
+
+
+def _query_loop(obj: Any, connection: Any, consumer: Any, *args: Any, **kwargs: Any) -> Any:
+    """Celery's blocking loop, draining through `_Prompt`."""
+    return loops.synloop(obj, _Prompt(connection, consumer), consumer, *args, **kwargs)
+
+
 class _QueryConsumer(Consumer):  # type: ignore[misc]
+    loop = staticmethod(_query_loop)
+
     class Blueprint(Consumer.Blueprint):  # type: ignore[misc]
         default_steps = [*Consumer.Blueprint.default_steps, f"{__name__}:_OnlyQueries"]
 

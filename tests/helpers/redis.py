@@ -26,6 +26,7 @@ DATABASES: dict[str, int] = {
     "tests.integration.test_model_budgets": 3,
     "tests.e2e.test_odd_input": 4,
     "tests.e2e.test_sdk": 5,
+    "tests.integration.test_questions_beside_writes": 6,
     "tests.browser.shoot": 7,
     "tests.browser.test_inspector:no-workers": 8,
     "tests.unit.test_model_budget": 9,
