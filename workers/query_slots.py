@@ -40,6 +40,9 @@ _yielding: set[int] = set()  # the main pool's threads already lowered
 _lane_on = threading.Event()
 # How long the query consumer's loop waits for the broker while every slot holds a question.
 FULL_WAIT_S = 0.01
+# The pause of the query consumer's transport after a read that found nothing, before it
+# reads again (`broker.polling_interval` elsewhere, 10 ms).
+POLL_S = 0.001
 
 
 @task_prerun.connect
@@ -71,17 +74,25 @@ class _OnlyQueries(bootsteps.StartStopStep):  # type: ignore[misc]
 
 
 class _Prompt:
-    """The consumer's connection as the query loop drains it. Celery's blocking loop
-    (`synloop`, this controller's: the event loop is per process) drains with a 2 s timeout.
-    While every slot holds a question, the prefetch is used up and the Redis transport does
-    not wait on the queue at all: it sleeps out the timeout. A slot freed meanwhile then
-    stayed empty for up to 2 s, and with as many clients asking at once as there are slots,
-    every answer came 2 s late. So while the slots are full, the loop looks again every
-    `FULL_WAIT_S`; otherwise it waits on the queue as before."""
+    """The consumer's connection as the query loop drains it. This controller runs Celery's
+    blocking loop (`synloop`: the event loop is per process), which reads through kombu's
+    polling path where the main consumer waits on the event loop. Two of that path's waits
+    held questions back:
+    - While every slot holds a question, the prefetch is used up and the Redis transport
+      does not wait on the queue at all: it sleeps out the loop's 2 s drain timeout. A slot
+      freed meanwhile stayed empty, and with as many clients asking at once as there are
+      slots every answer came 2 s late. While the slots are full, the loop now looks again
+      every `FULL_WAIT_S`.
+    - After a read that finds nothing the transport pauses `polling_interval` (10 ms) before
+      it reads again, and a question often arrived in that pause: a question on the slots
+      took 9 ms longer to reach its thread than one on the main consumer (bench.query_clients).
+      This consumer's transport pauses `POLL_S`."""
 
     def __init__(self, connection: Any, consumer: Any) -> None:
         self._connection = connection
         self._consumer = consumer
+        transport = connection.transport  # this consumer's own (the main one keeps its own)
+        transport.polling_interval = min(transport.polling_interval or POLL_S, POLL_S)
 
     def drain_events(self, timeout: float | None = None) -> Any:
         qos = getattr(self._consumer.channel, "qos", None)

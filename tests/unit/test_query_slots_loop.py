@@ -1,6 +1,7 @@
 """The query consumer's loop (workers.query_slots): while every slot holds a question it
 drains the broker with a short wait, so a question sent meanwhile is taken as soon as a slot
-frees; otherwise it waits on the queue as Celery's loop does."""
+frees, otherwise it waits on the queue as Celery's loop does; its transport pauses briefly
+after a read that found nothing."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from typing import Any
 
 import pytest
 
-from workers.query_slots import FULL_WAIT_S, _Prompt
+from workers.query_slots import FULL_WAIT_S, POLL_S, _Prompt
 
 
 class _Connection:
     def __init__(self) -> None:
         self.timeouts: list[float | None] = []
-        self.transport = "redis"
+        self.transport = SimpleNamespace(polling_interval=0.01)
+        self.hostname = "redis"
 
     def drain_events(self, timeout: float | None = None) -> None:
         self.timeouts.append(timeout)
@@ -38,4 +40,10 @@ def test_the_loop_waits_briefly_only_while_every_slot_is_busy(
     prompt = _Prompt(connection, _consumer(free))
     prompt.drain_events(timeout=2.0)
     assert connection.timeouts == [expected]
-    assert prompt.transport == "redis"  # everything else is the connection's
+    assert prompt.hostname == "redis"  # everything else is the connection's
+
+
+def test_the_consumers_transport_reads_again_soon_after_finding_nothing() -> None:
+    connection = _Connection()
+    _Prompt(connection, _consumer(True))
+    assert connection.transport.polling_interval == POLL_S
