@@ -37,21 +37,27 @@ TENANT, SPACE = "bench", "asked"
 def ask_together(client: Any, asks: list[str], clients: int, each: int) -> list[float]:
     """`clients` threads, each asking `each` questions back to back; every latency, in ms."""
     latencies: list[float] = []
+    failed: list[BaseException] = []
     lock = threading.Lock()
 
     def run(offset: int) -> None:
-        for i in range(each):
-            question = asks[(offset * each + i) % len(asks)]
-            began = time.perf_counter()
-            client.search(TENANT, SPACE, question, timeout=120)
-            with lock:
-                latencies.append((time.perf_counter() - began) * 1000)
+        try:
+            for i in range(each):
+                question = asks[(offset * each + i) % len(asks)]
+                began = time.perf_counter()
+                client.search(TENANT, SPACE, question, timeout=120)
+                with lock:
+                    latencies.append((time.perf_counter() - began) * 1000)
+        except BaseException as exc:  # raised again below: no figure from a failed client
+            failed.append(exc)
 
     threads = [threading.Thread(target=run, args=(c,)) for c in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    if failed:
+        raise failed[0]
     return latencies
 
 
@@ -74,7 +80,9 @@ def run_setting(args: argparse.Namespace, slots: int, work: Path) -> dict[str, A
             worker.wait_ready()
             client, _ = producer(url)
             jobs = client.submit(TENANT, SPACE, read_sessions(facts).sessions[: args.sessions])
-            client.wait(TENANT, [j.job_id for j in jobs], timeout=900)
+            done = client.wait(TENANT, [j.job_id for j in jobs], timeout=900)
+            if any(j.state != "done" for j in done):
+                raise SystemExit(f"the space's ingest failed: {[j.reason for j in done]}")
             ask_together(client, asks, 1, 5)  # the model, the space index, every code path
             rows = []
             for clients in args.clients:

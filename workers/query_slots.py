@@ -79,8 +79,9 @@ class _Prompt:
     polling path where the main consumer waits on the event loop. Two of that path's waits
     held questions back:
     - While every slot holds a question, the prefetch is used up and the Redis transport
-      does not wait on the queue at all: it sleeps out the loop's 2 s drain timeout. A slot
-      freed meanwhile stayed empty, and with as many clients asking at once as there are
+      does not wait on the queue at all: it waits out the loop's 2 s drain timeout (on the
+      control channel's socket, or asleep for 1 s where there is none). A slot freed
+      meanwhile stayed empty, and with as many clients asking at once as there are
       slots every answer came 2 s late. While the slots are full, the loop now looks again
       every `FULL_WAIT_S`.
     - After a read that finds nothing the transport pauses `polling_interval` (10 ms) before
@@ -92,7 +93,8 @@ class _Prompt:
         self._connection = connection
         self._consumer = consumer
         transport = connection.transport  # this consumer's own (the main one keeps its own)
-        transport.polling_interval = min(transport.polling_interval or POLL_S, POLL_S)
+        if transport.polling_interval is not None:  # None: no pause at all, kept
+            transport.polling_interval = min(transport.polling_interval, POLL_S)
 
     def drain_events(self, timeout: float | None = None) -> Any:
         qos = getattr(self._consumer.channel, "qos", None)

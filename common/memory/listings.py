@@ -53,9 +53,10 @@ def space(ctx: MemoryContext, tenant: str, name: str) -> Space:
 
 
 def _one(items: KindIndex[Record], p: ReadPayload, kind: str) -> Record:
-    if p.item_id is None or p.item_id not in items:
+    found = None if p.item_id is None else items.find(p.item_id)
+    if found is None:
         raise NotFound(f"no {kind} {p.item_id!r} in space {p.space!r}")
-    return items.get(p.item_id)
+    return found
 
 
 def _page(items: list[Record], p: ReadPayload) -> Page[Record]:
@@ -93,8 +94,8 @@ def _facts(ctx: MemoryContext, p: ReadPayload, space: str) -> Page[Fact]:
             members = {
                 fact_id
                 for event_id in p.narrow.event_ids
-                if event_id in index.events
-                for fact_id in index.events.get(event_id).fact_ids
+                if (event := index.events.find(event_id)) is not None
+                for fact_id in event.fact_ids
             }
             facts = [f for f in facts if f.id in members]
         facts = [f for f in facts if _has_words(p.narrow, f.text)]
@@ -131,7 +132,7 @@ def _chosen(items: KindIndex[Record], narrow: ListingFilter | None, kind: str) -
     narrow.check_listing(kind)
     if narrow.ids is None:
         return items.items()
-    return [items.get(i) for i in dict.fromkeys(narrow.ids) if i in items]
+    return [r for i in dict.fromkeys(narrow.ids) if (r := items.find(i)) is not None]
 
 
 def _has_words(narrow: ListingFilter, *texts: str) -> bool:

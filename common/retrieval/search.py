@@ -124,9 +124,7 @@ def compensatory(
         k=cfg.retrieval.event_top_k,
     )
     used = [  # less any event erased since it was ranked (the commit thread writes meanwhile)
-        (event, e.score)
-        for e in events
-        if (event := index.events.live(index.events.rows[e.id])) is not None
+        (event, e.score) for e in events if (event := index.events.find(e.id)) is not None
     ]
     best: dict[int, float] = {}
     for event, event_score in used:
@@ -331,7 +329,7 @@ def _ranked_hits(index: SpaceIndex, ranked: list[Scored]) -> list[Hit]:
     return [
         Hit(fact, r.score, {"primary": r.score})
         for r in ranked
-        if (fact := index.facts.live(index.facts.rows[r.id])) is not None
+        if (fact := index.facts.find(r.id)) is not None
     ]
 
 
@@ -419,7 +417,7 @@ def top_profiles(
     )
     out = []
     for r in ranked:
-        profile = index.profiles.live(index.profiles.rows[r.id])
+        profile = index.profiles.find(r.id)
         if profile is None:  # erased since it was ranked
             continue
         version = profile.version_at(when)

@@ -108,12 +108,17 @@ class KindIndex(Generic[R]):
         once, through this, and drops a None."""
         return self.records[row] if self.alive[row] else None
 
+    def find(self, item_id: str) -> R | None:
+        """The record of `item_id`, read once (`live`); None where there is none."""
+        row = self.rows.get(item_id)
+        return None if row is None else self.live(row)
+
     def vector(self, item_id: str) -> np.ndarray:
         row: np.ndarray = self._matrix[self.rows[item_id]]
         return row
 
     def items(self) -> list[R]:
-        return [r for i, r in enumerate(self.records) if self.alive[i]]
+        return [r for i in range(len(self.records)) if (r := self.live(i)) is not None]
 
     def _grow(self) -> None:
         cap = self._matrix.shape[0] * 2

@@ -125,7 +125,7 @@ def test_as_many_clients_as_slots_are_answered_without_waiting_out_the_loop(
 ) -> None:
     """Two clients asking at once fill both slots. Celery's blocking loop then slept out its
     2 s drain timeout before it took the next question, so every answer came 2 s late (4 s
-    with four clients); each question here has 1.5 s, against some 20 ms alone."""
+    with four clients); each question here has 0.8 s, against some 20 ms alone."""
     create_spaces(tmp_path, [SPACE])
     env = worker_env(server.url(), tmp_path) | {"ATOMMEM_BROKER__QUERY_CONCURRENCY": "2"}
     worker = WorkerProcess(env, tmp_path / "worker.log", ALL_QUEUES, concurrency=1)

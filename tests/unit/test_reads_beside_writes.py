@@ -43,12 +43,16 @@ def test_channels_and_fact_arrays_are_built_while_the_commit_thread_rewrites_fac
     for i in range(300):
         index.put_fact(_fact(i, [f"word{i}", "shared"], [f"P{i % 7}"], i), vector)
     done = threading.Event()
+    failed: list[BaseException] = []
 
     def rewrite() -> None:
         k = 0
-        while not done.is_set():
-            k += 1
-            index.put_fact(_fact(1000, [f"only{k}"], [f"Q{k}"], 1), vector)
+        try:
+            while not done.is_set():
+                k += 1
+                index.put_fact(_fact(1000, [f"only{k}"], [f"Q{k}"], 1), vector)
+        except BaseException as exc:  # the writer's own failure fails the test
+            failed.append(exc)
 
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # switch threads often: the race shows within a few builds
@@ -65,7 +69,7 @@ def test_channels_and_fact_arrays_are_built_while_the_commit_thread_rewrites_fac
         done.set()
         writer.join()
         sys.setswitchinterval(interval)
-    assert builds > 20
+    assert not failed and builds >= 5
 
 
 def test_a_walk_whose_fact_arrays_were_read_before_a_fact_was_added_reads_them_again(
@@ -185,3 +189,38 @@ def test_a_fact_erased_after_the_walk_read_it_is_neither_returned_nor_drawn(
     assert result.graph is not None
     assert erased[0] not in {n.fact_id for n in result.graph.nodes}
     assert all(erased[0] not in (e.source, e.target) for e in result.graph.edges)
+
+
+@pytest.mark.parametrize("what", ["fact", "facts"])
+def test_a_listing_or_record_read_while_its_fact_is_erased_returns_no_hole(
+    ctx: MemoryContext, what: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker's read task found a record present, the commit thread erased it, and the read
+    then returned None where a fact was due (a reply that could not be built). Here the
+    erasure lands right after any presence check of `f1`; the read returns the facts as
+    they stand, or says the fact is not there, never a hole."""
+    from common.errors import NotFound
+    from common.memory.listings import read
+    from common.models.api import ListingFilter
+    from common.models.jobs import ReadPayload
+
+    index = ctx.index("t", "s")
+    present = KindIndex.__contains__
+
+    def erased_after_the_check(self: KindIndex[Any], item_id: object) -> bool:
+        found = present(self, item_id)
+        if item_id == "f1" and found:
+            index.remove_fact("f1")
+        return found
+
+    monkeypatch.setattr(KindIndex, "__contains__", erased_after_the_check)
+    narrow = ListingFilter(ids=["f1", "f2"]) if what == "facts" else None
+    payload = ReadPayload(
+        enqueued_at=0.0, tenant="t", what=what, space="s", item_id="f1", narrow=narrow
+    )
+    try:
+        reply = read(ctx, payload)
+    except NotFound:
+        return
+    facts = [reply] if what == "fact" else list(reply.items)  # type: ignore[attr-defined]
+    assert facts and all(isinstance(f, Fact) for f in facts)
