@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from common.context import MemoryContext
+from common.models.jobs import ReadWhat
 from common.models.memory import Event, Fact, Profile
 from common.retrieval.graph import Channels, LocalGraph
 from common.retrieval.search import search
@@ -193,7 +194,7 @@ def test_a_fact_erased_after_the_walk_read_it_is_neither_returned_nor_drawn(
 
 @pytest.mark.parametrize("what", ["fact", "facts"])
 def test_a_listing_or_record_read_while_its_fact_is_erased_returns_no_hole(
-    ctx: MemoryContext, what: str, monkeypatch: pytest.MonkeyPatch
+    ctx: MemoryContext, what: ReadWhat, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A worker's read task found a record present, the commit thread erased it, and the read
     then returned None where a fact was due (a reply that could not be built). Here the
