@@ -15,7 +15,7 @@ import scipy.sparse as sp
 
 from common.retrieval.ppr import mix_channels, random_walk_with_restart, restart_vector
 from common.settings import GraphSettings
-from common.store.space_index import FactArrays, SpaceIndex
+from common.store.space_index import SpaceIndex
 from common.text.keywords import match_key, match_keys
 
 
@@ -138,7 +138,7 @@ class Channels:
         # next update
         self.marks = (index.facts.changes_mark(), index.events.changes_mark())
         self._entity(index, cfg)
-        id_rank = _fact_arrays(index, self.size).id_rank
+        id_rank = index.fact_arrays(self.size).id_rank
         self._event_facts, self._fact_events = _event_membership(index)
         self.event = _event_edges(
             index, cfg, id_rank, self._event_facts, self._fact_events, None, self.size
@@ -188,7 +188,7 @@ class Channels:
         out.marks = marks
         out._entity(index, cfg)
         n = out.size
-        id_rank = _fact_arrays(index, n).id_rank
+        id_rank = index.fact_arrays(n).id_rank
 
         # turn edges: those of every session a changed fact was or is in
         entries = self._turn_entries
@@ -401,14 +401,6 @@ def _splice(old: sp.csr_matrix, rows: np.ndarray, block: sp.csr_matrix, n: int) 
     return _csr(data, indices, indptr, (n, n))
 
 
-def _fact_arrays(index: SpaceIndex, n: int) -> FactArrays:
-    """The index's fact arrays, of at least its first `n` rows. A question reads the space
-    while the commit thread writes it: the arrays kept for the state it finds may have been
-    read before a fact that the caller's `n` counts was added; they are read again then."""
-    arrays = index.fact_arrays()
-    return arrays if arrays.people.shape[0] >= n else arrays.updated(index.facts)
-
-
 def channels(index: SpaceIndex, cfg: GraphSettings) -> Channels:
     """The index's query-independent graph structures, kept per index state and settings and
     brought up to date from the last state's after a write (also called before an index is
@@ -430,7 +422,7 @@ class LocalGraph:
         self.query = match_keys(query_keywords)
         before = index.facts.mutations
         self._channels = channels(index, cfg)
-        self._arrays = _fact_arrays(index, self._channels.size)
+        self._arrays = index.fact_arrays(self._channels.size)
         # rows kept for later queries only when both were read from one state of the facts
         self._keep_rows = before % 2 == 0 and index.facts.mutations == before
         ch = self._channels

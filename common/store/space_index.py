@@ -736,15 +736,18 @@ class SpaceIndex:
         self.events = KindIndex(self.dimension, _event_people, _event_span)
         self.profiles = KindIndex(self.dimension, _profile_people)
 
-    def fact_arrays(self) -> FactArrays:
-        """The graph stage's array view of the facts, brought up to date after a change."""
+    def fact_arrays(self, rows: int = 0) -> FactArrays:
+        """The graph stage's array view of the facts, brought up to date after a change, of
+        at least `rows` rows. A question reads the index while the commit thread writes it:
+        the arrays kept for the state it finds may have been read before a fact that the
+        caller counted was added; they are read again then."""
         arrays: FactArrays = self.derived(
             "fact-arrays",
             None,
             lambda: FactArrays(self.facts),
             lambda previous: previous.updated(self.facts),
         )
-        return arrays
+        return arrays if arrays.people.shape[0] >= rows else arrays.updated(self.facts)
 
     def __getstate__(self) -> dict[str, object]:
         """A saved index keeps only the derived structures of its present state: one built
