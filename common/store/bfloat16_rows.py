@@ -21,9 +21,14 @@ float32 sum is off by at most d·2⁻²⁴·‖v'‖·‖x'‖, and the result i
 unit in the last of its 8 bits: at most 2⁻⁸ of it). And the float32 product the kept rows are
 then scored with is itself off by at most d·2⁻²⁴·‖v‖·‖x‖, so the bound covers the distance to
 that score too. Each row's ‖x − x'‖ and ‖x'‖ are kept beside it. The bound assumes a kernel
-that sums in float32, rounding to nearest, as PyTorch's matrix-vector and matrix products
-do on x86 (AMX's bfloat16 dot products accumulate in float32, flushing results below 1e-38,
-far under the bound's slack); a test checks both.
+that sums in float32, rounding to nearest, as PyTorch's matrix products do on x86 (AMX's
+bfloat16 dot products accumulate in float32, flushing results below 1e-38, far under the
+bound's slack); a test checks a question's product and a batch's.
+
+A question's vector goes through the same matrix product as a batch, as a batch of one: on
+an AMD EPYC without AMX (avx512_bf16), PyTorch's matrix-vector kernel was the slower of the
+two, and primary recall over a 100k-fact space went from 10.74-11.14 to 8.46-9.05 ms at p50
+with the product (`bench.first_pass --data-dir`; bench/README, "Round eleven").
 
 The copy is made with numpy (round to nearest even on the float32 bits), so writes need no
 PyTorch; PyTorch is imported on a thread of its own the first time a copy is made (over a
@@ -39,9 +44,7 @@ import importlib.util
 import logging
 import os
 import threading
-from collections.abc import Callable
 from types import ModuleType
-from typing import Any
 
 import numpy as np
 
@@ -103,17 +106,12 @@ class BFloat16Rows:
         """The approximate cosines of `vector` with rows 0..n-1, and a bound on each one's
         distance to the cosine and to its float32 product; None while PyTorch is loading,
         where it is not installed, or once its kernel has failed in this process."""
-        first = self._products(
-            vector[None, :], n, lambda torch, rows, query: torch.mv(rows, query[0])
-        )
+        first = self.batch(vector[None, :], n)
         return None if first is None else first.row(0)
 
     def batch(self, vectors: np.ndarray, n: int) -> Batch | None:
         """The approximate cosines of each of `vectors` with rows 0..n-1, in one product (a
         commit's drafts); None as for `cosines`."""
-        return self._products(vectors, n, lambda torch, rows, query: torch.mm(query, rows.T))
-
-    def _products(self, vectors: np.ndarray, n: int, product: _Product) -> Batch | None:
         torch = _loaded()
         if torch is None:
             return None
@@ -122,9 +120,9 @@ class BFloat16Rows:
         try:
             rows = torch.from_numpy(bits[:n]).view(torch.bfloat16)
             query = torch.from_numpy(query_bits).view(torch.bfloat16)
-            approx: np.ndarray = product(torch, rows, query).float().numpy()
+            approx: np.ndarray = torch.mm(query, rows.T).float().numpy()
         except Exception:  # a PyTorch without this kernel: the float32 scan from now on, for
-            # every ranking of the process (a question's matrix-vector product too)
+            # every ranking of the process (a question's product too)
             log.exception("the bfloat16 first pass failed; ranking on the float32 rows")
             _disable()
             return None
@@ -139,9 +137,6 @@ class BFloat16Rows:
         per_error = (length * (1 + sums)).astype(np.float32)
         per_norm = (query_error + sums * (query_norm + length)).astype(np.float32)
         return Batch(approx.reshape(len(vectors), n), per_error, per_norm, error[:n], norm[:n])
-
-
-_Product = Callable[[ModuleType, Any, Any], Any]
 
 
 class Batch:

@@ -84,17 +84,26 @@ def test_the_bound_holds_for_every_row() -> None:
         assert alone is not None and np.allclose(bound, alone[1], rtol=1e-5, atol=0)
 
 
-def test_the_batchs_bound_holds_at_a_large_spaces_shape() -> None:
-    # the kernel PyTorch picks for a commit's batch against 40k rows of 384 dimensions
+def test_the_bound_holds_at_a_large_spaces_shape() -> None:
+    # the kernels PyTorch picks for a commit's batch, and for a question's one row, against
+    # 40k rows of 384 dimensions
     rng = np.random.default_rng(13)
     matrix = _unit(rng, 40_000, 384)
+    copy = BFloat16Rows(matrix, matrix.shape[0])
     drafts = np.concatenate([_unit(rng, 14, 384), matrix[[7, 9]]])
-    batch = BFloat16Rows(matrix, matrix.shape[0]).batch(drafts, matrix.shape[0])
+    batch = copy.batch(drafts, matrix.shape[0])
     assert batch is not None
     exact = drafts.astype(np.float64) @ matrix.astype(np.float64).T
     for j in range(len(drafts)):
         approx, bound = batch.row(j)
         assert np.all(np.abs(exact[j] - approx) <= bound)
+    for j in (0, 3, 15):  # a question (0.6: shorter than a unit vector, less its names' part)
+        for query in (drafts[j], 0.6 * drafts[j]):
+            found = copy.cosines(query, matrix.shape[0])
+            assert found is not None
+            approx, bound = found
+            exact_one = matrix.astype(np.float64) @ query.astype(np.float64)
+            assert np.all(np.abs(exact_one - approx) <= bound)
 
 
 def _space(rng: np.random.Generator, n: int, d: int) -> KindIndex[_Row]:
@@ -332,7 +341,7 @@ def test_a_failing_kernel_leaves_the_float32_scan(monkeypatch: pytest.MonkeyPatc
     def broken(*args: object) -> None:
         raise RuntimeError("no bfloat16 kernel")
 
-    monkeypatch.setattr(torch, "mv", broken)
+    monkeypatch.setattr(torch, "mm", broken)
     assert index._bf16.cosines(vector, 400) is None
     assert bfloat16_rows._loaded() is None  # not tried again in this process
     assert len(_ranked(index, vector, "river", 5)) == 5
