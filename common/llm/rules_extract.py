@@ -83,6 +83,12 @@ _TAG_QUESTION = re.compile(
 
 # "I am" -> "X is": verb forms that change when the subject becomes a third person.
 _FIRST_PERSON = [
+    (r"\bDo I\b", "Does {s}"),
+    (r"\bdo I\b", "does {s}"),
+    (r"\bAm I\b", "Is {s}"),
+    (r"\bam I\b", "is {s}"),
+    (r"\bHave I\b", "Has {s}"),
+    (r"\bhave I\b", "has {s}"),
     (r"\bI'm\b|\bI am\b", "{s} is"),
     (r"\bI've\b|\bI have\b", "{s} has"),
     (r"\bI'll\b|\bI will\b", "{s} will"),
@@ -112,6 +118,10 @@ _BOTH_OF_US = [
     (r"\b[Oo]ur(?= (?:last )?(?:chats?|talks?|conversations?)\b)", "{s} and {l}'s"),
 ]
 _SECOND_PERSON = [
+    (r"\bDo you\b(?! all| guys)", "Does {l}"),
+    (r"\bdo you\b(?! all| guys)", "does {l}"),
+    (r"\bHave you\b(?! all| guys)", "Has {l}"),
+    (r"\bhave you\b(?! all| guys)", "has {l}"),
     (r"\b[Yy]ou (?:all|guys)\b|\b[Yy]'all\b", "{l} and others"),
     (r"\b[Yy]ou're\b|\b[Yy]ou are\b", "{l} is"),
     (r"\b[Yy]ou've\b|\b[Yy]ou have\b", "{l} has"),
@@ -132,6 +142,8 @@ _BASE_VERBS = frozenset([
     "read", "remember", "run", "see", "study", "take", "teach", "think", "try", "use",
     "visit", "volunteer", "want", "watch", "wish", "work", "write", "admire", "bet", "can't",
     "dig", "wonder", "hear", "look", "say", "call", "put", "cope", "relax", "stay",
+    "understand", "bring", "cherish", "give", "promise", "care", "advise", "start", "come",
+    "decide", "donate", "practice", "mentor", "recommend", "haven't",
 ])
 # fmt: on
 # Where a name after a rewrite is a clause's subject, so its verb agrees with it.
@@ -295,6 +307,8 @@ def _someone_else(word: str, participants: list[str]) -> bool:
 def _third_person_verb(verb: str) -> str:
     if verb == "have":
         return "has"
+    if verb == "haven't":
+        return "hasn't"
     if verb == "can't":
         return verb
     if verb.endswith(("s", "sh", "ch", "x", "o")):
@@ -319,9 +333,32 @@ def agree(text: str, subject: str) -> str:
     return re.sub(pattern, fix, text)
 
 
+# "I" is always a subject, so the verb after it agrees with the name that replaces it
+# ("how much I need them" -> "how much Melanie needs them"), unless the word before it
+# takes the bare verb (a question's "Can I bring …", "How I feel" after "what" or "how").
+_I_VERB = re.compile(rf"(?<![\w'])(?P<before>\w+ )?I (?P<adverb>{_ADVERBS})(?P<verb>[a-z']+)\b")
+# fmt: off
+_ASKS = frozenset([
+    "can", "could", "will", "would", "should", "shall", "may", "might", "must", "do", "does",
+    "did", "have", "has", "had", "am", "was", "let", "make", "help", "to", "what", "how",
+    "why", "where", "when", "which", "who",
+])
+# fmt: on
+
+
+def _speaker_agrees(sentence: str, speaker: str) -> str:
+    def fix(m: re.Match[str]) -> str:
+        before, verb = m.group("before") or "", m.group("verb")
+        if verb.lower() not in _BASE_VERBS or before.strip().lower() in _ASKS:
+            return m.group(0)
+        return f"{before}{speaker} {m.group('adverb')}{_third_person_verb(verb.lower())}"
+
+    return _I_VERB.sub(fix, sentence)
+
+
 def third_person(sentence: str, speaker: str, listener: str | None) -> str:
     """First person as the speaker's name, second person as the listener's."""
-    out = sentence
+    out = _speaker_agrees(sentence, speaker)
     if listener:
         for pattern, repl in _BOTH_OF_US:
             out = re.sub(pattern, repl.format(s=speaker, l=listener), out)
@@ -394,7 +431,7 @@ def resolve_opening(sentence: str, mentions: list[str]) -> str:
 def _lower_first(sentence: str, proper_words: set[str]) -> str:
     """The sentence's first letter lowered after "X says", unless its first word may be a
     name: lowered only for a common word (a stopword, or an -ing, -ed or -ly word)."""
-    first = re.sub(r"(?:'s|\u2019s)?[,.!]*$", "", sentence.split(" ", 1)[0])
+    first = re.sub(r"(?:'(?:s|ll|re|ve|d|m)|\u2019s)?[,.!]*$", "", sentence.split(" ", 1)[0])
     common = first.lower() in STOPWORDS or first.lower().endswith(("ing", "ed", "ly"))
     if first in proper_words or first.isupper() or not common:
         return sentence

@@ -39,6 +39,30 @@ def test_first_and_second_person_become_names() -> None:
     assert third_person("You're a great cook.", "Tom", "Priya") == "Priya is a great cook."
 
 
+def test_the_verb_after_a_rewritten_i_agrees_with_the_name() -> None:
+    said = "Since the accident, I've thought about how much I need them, and I haven't slept."
+    assert third_person(said, "Tom", "Priya") == (
+        "Since the accident, Tom has thought about how much Tom needs them, and Tom hasn't slept."
+    )
+    assert third_person("the shelter I volunteer at", "Tom", "Priya") == (
+        "the shelter Tom volunteers at"
+    )
+    assert third_person("I totally understand.", "Tom", "Priya") == "Tom totally understands."
+    # a question or a bare verb after a word that asks for it keeps the verb as it is
+    assert third_person("Can I bring my dog?", "Tom", "Priya") == "Can Tom bring Tom's dog?"
+    assert third_person("Let me know if I can help.", "Tom", "Priya") == (
+        "Let Tom know if Tom can help."
+    )
+    assert third_person("What do I give him?", "Tom", "Priya") == "What does Tom give him?"
+    assert third_person("Do you have a picture?", "Tom", "Priya") == "Does Priya have a picture?"
+    assert third_person("Have you been there?", "Tom", "Priya") == "Has Priya been there?"
+
+
+def test_a_contraction_after_says_is_lowered() -> None:
+    out = facts(("Tom", "They'll help with the paperwork and the long wait."))
+    assert out == ["Tom says they'll help with the paperwork and the long wait."]
+
+
 def test_every_fact_names_a_participant() -> None:
     out = facts(("Tom", "The colors really blend nicely in that old mural downtown."))
     assert out == ["Tom says the colors really blend nicely in that old mural downtown."]
