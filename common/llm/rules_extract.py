@@ -334,14 +334,14 @@ def agree(text: str, subject: str) -> str:
 
 
 # "I" is always a subject, so the verb after it agrees with the name that replaces it
-# ("how much I need them" -> "how much Melanie needs them"), unless the word before it
-# takes the bare verb (a question's "Can I bring …", "How I feel" after "what" or "how").
+# ("how much I need them" -> "how much Melanie needs them", "that's how I feel" -> "that's
+# how Melanie feels"), unless the word before it takes the bare verb (a question's "Can I
+# bring …", "Should I …").
 _I_VERB = re.compile(rf"(?<![\w'])(?P<before>\w+ )?I (?P<adverb>{_ADVERBS})(?P<verb>[a-z']+)\b")
 # fmt: off
 _ASKS = frozenset([
     "can", "could", "will", "would", "should", "shall", "may", "might", "must", "do", "does",
-    "did", "have", "has", "had", "am", "was", "let", "make", "help", "to", "what", "how",
-    "why", "where", "when", "which", "who",
+    "did", "have", "has", "had", "am", "was", "let", "make", "help", "to",
 ])
 # fmt: on
 

@@ -48,6 +48,7 @@ def test_the_verb_after_a_rewritten_i_agrees_with_the_name() -> None:
         "the shelter Tom volunteers at"
     )
     assert third_person("I totally understand.", "Tom", "Priya") == "Tom totally understands."
+    assert third_person("That's how I feel.", "Tom", "Priya") == "That's how Tom feels."
     # a question or a bare verb after a word that asks for it keeps the verb as it is
     assert third_person("Can I bring my dog?", "Tom", "Priya") == "Can Tom bring Tom's dog?"
     assert third_person("Let me know if I can help.", "Tom", "Priya") == (
