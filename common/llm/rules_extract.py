@@ -83,12 +83,10 @@ _TAG_QUESTION = re.compile(
 
 # "I am" -> "X is": verb forms that change when the subject becomes a third person.
 _FIRST_PERSON = [
-    (r"\bDo I\b", "Does {s}"),
-    (r"\bdo I\b", "does {s}"),
+    (r"\b([Dd])o I\b", r"\1oes {s}"),
+    (r"\b([Hh])ave I\b", r"\1as {s}"),
     (r"\bAm I\b", "Is {s}"),
     (r"\bam I\b", "is {s}"),
-    (r"\bHave I\b", "Has {s}"),
-    (r"\bhave I\b", "has {s}"),
     (r"\bI'm\b|\bI am\b", "{s} is"),
     (r"\bI've\b|\bI have\b", "{s} has"),
     (r"\bI'll\b|\bI will\b", "{s} will"),
@@ -118,10 +116,8 @@ _BOTH_OF_US = [
     (r"\b[Oo]ur(?= (?:last )?(?:chats?|talks?|conversations?)\b)", "{s} and {l}'s"),
 ]
 _SECOND_PERSON = [
-    (r"\bDo you\b(?! all| guys)", "Does {l}"),
-    (r"\bdo you\b(?! all| guys)", "does {l}"),
-    (r"\bHave you\b(?! all| guys)", "Has {l}"),
-    (r"\bhave you\b(?! all| guys)", "has {l}"),
+    (r"\b([Dd])o you\b(?! all| guys)", r"\1oes {l}"),
+    (r"\b([Hh])ave you\b(?! all| guys)", r"\1as {l}"),
     (r"\b[Yy]ou (?:all|guys)\b|\b[Yy]'all\b", "{l} and others"),
     (r"\b[Yy]ou're\b|\b[Yy]ou are\b", "{l} is"),
     (r"\b[Yy]ou've\b|\b[Yy]ou have\b", "{l} has"),
